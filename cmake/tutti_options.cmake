@@ -1,0 +1,50 @@
+# Backend options: AUTO (use when found), ON (required: missing is a configure
+# error), OFF. Each backend is its own target; only ops/CMakeLists.txt and the
+# generated config header know which are built.
+set(TUTTI_WITH_MPI AUTO CACHE STRING "Build the Open MPI backend (AUTO/ON/OFF)")
+set(TUTTI_WITH_CUDA AUTO CACHE STRING "Build CUDA support (AUTO/ON/OFF)")
+set(TUTTI_WITH_NCCL AUTO CACHE STRING "Build the NCCL backend (AUTO/ON/OFF)")
+set_property(CACHE TUTTI_WITH_MPI PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE TUTTI_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE TUTTI_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
+
+foreach(opt TUTTI_WITH_MPI TUTTI_WITH_CUDA TUTTI_WITH_NCCL)
+  if(NOT ${opt} MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${opt}=${${opt}}: accepted values are AUTO, ON, OFF")
+  endif()
+endforeach()
+
+# The backends themselves are not implemented yet (see the MPI/NCCL issue).
+# Detection is real so that the config header tells the truth about what the
+# machine offers, but the runtime only registers backends that exist.
+set(TUTTI_HAVE_MPI 0)
+if(NOT TUTTI_WITH_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(TUTTI_HAVE_MPI 1)
+  elseif(TUTTI_WITH_MPI STREQUAL "ON")
+    message(FATAL_ERROR "TUTTI_WITH_MPI=ON but Open MPI was not found (apt-get install libopenmpi-dev)")
+  endif()
+endif()
+
+set(TUTTI_HAVE_CUDA 0)
+if(NOT TUTTI_WITH_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET HINTS /usr/local/cuda)
+  if(CUDAToolkit_FOUND)
+    set(TUTTI_HAVE_CUDA 1)
+  elseif(TUTTI_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TUTTI_WITH_CUDA=ON but the CUDA toolkit was not found (looked in /usr/local/cuda)")
+  endif()
+endif()
+
+set(TUTTI_HAVE_NCCL 0)
+if(NOT TUTTI_WITH_NCCL STREQUAL "OFF")
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include /usr/include)
+  find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND TUTTI_HAVE_CUDA)
+    set(TUTTI_HAVE_NCCL 1)
+  elseif(TUTTI_WITH_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "TUTTI_WITH_NCCL=ON but NCCL (nccl.h, libnccl) or CUDA was not found under /usr/local/cuda")
+  endif()
+endif()
+message(STATUS "tutti: MPI found=${TUTTI_HAVE_MPI} CUDA found=${TUTTI_HAVE_CUDA} NCCL found=${TUTTI_HAVE_NCCL}")

@@ -1,0 +1,136 @@
+#pragma once
+
+// tutti's C++ API: the runtime of one rank. The C API (bindings/c) and the
+// launcher's tests sit on it.
+//
+// Lifecycle: Runtime::create() reads placement and knobs from Settings,
+// connects to every peer through the rendezvous store, and starts ONE
+// background thread (the coordinator thread). shutdown() (or the destructor)
+// completes every pending handle with kShutdown and joins the thread. A
+// process may create a Runtime again after shutting one down, with another
+// world size. Several Runtimes may live in one process at once (the tests run
+// N ranks as threads); nothing here is a process global.
+//
+// Threading: every method is thread-safe. Enqueue methods never block on the
+// network: they validate the local input, record a request, wake the
+// background thread and return a Handle. Negotiation, fusion and the
+// collective run on the background thread.
+//
+// Memory: input and output TensorViews are borrowed; the caller keeps them
+// alive and unchanged (inputs) until the handle completes. Outputs whose size
+// only the runtime knows (allgather, alltoall, reducescatter) are owned by the
+// handle: output(handle) until release(handle).
+//
+// Errors: enqueue returns kInvalidArgument (bad local input: the message names
+// the argument and what is accepted), kDuplicateName (a tensor of that name is
+// in flight on this rank), kNotInitialized/kShutdown, or the runtime's
+// kPeerLost once a peer was lost. A handle completes with kMismatch (ranks
+// disagree: the message names the tensor, ranks and values), kPeerLost,
+// kStalled or kShutdown.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/settings.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace tutti {
+
+using Handle = int64_t;
+
+struct OpOptions {
+  // Tensor name, the key negotiation matches across ranks. "" = a unique name
+  // generated from a per-runtime counter (so unnamed ops must be issued in the
+  // same order on every rank).
+  std::string name;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  // Allreduce/reducescatter: result = postscale * reduce(prescale * x_r).
+  // Integer tensors are scaled in float64 and rounded back.
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int root = 0;                  // broadcast: rank whose tensor is sent
+  std::vector<int64_t> splits;   // alltoall: rows sent to each rank (size() entries); empty = even
+};
+
+class RuntimeImpl;
+
+class Runtime {
+ public:
+  // Connects to the job described by `settings` and starts the background
+  // thread. Blocks until every rank is connected or TUTTI_TIMEOUT_SECONDS
+  // passed (kTimeout naming the ranks that never arrived).
+  static Status create(const Settings& settings, std::unique_ptr<Runtime>* out);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Completes pending handles with kShutdown, tells the peers, joins the
+  // background thread. Idempotent.
+  Status shutdown();
+
+  int rank() const;
+  int size() const;
+  int localRank() const;
+  int localSize() const;
+  int crossRank() const;
+  int crossSize() const;
+  const Settings& settings() const;
+
+  // Allreduce `input` into `output` (same dtype and shape; may be the same
+  // memory). Ops: every ReduceOp; bool allows sum/min/max/product as logical ops.
+  Status allreduce(const TensorView& input, const TensorView& output, const OpOptions& options,
+                   Handle* handle);
+  // Allreduce several tensors negotiated and fused as one group: none starts
+  // before all are ready on every rank. One handle per tensor. Names are
+  // options.name + "." + index (generated when options.name is empty).
+  Status groupedAllreduce(const std::vector<TensorView>& inputs,
+                          const std::vector<TensorView>& outputs, const OpOptions& options,
+                          std::vector<Handle>* handles);
+  // Concatenates every rank's input along the first dimension, in rank order.
+  // First dimensions may differ per rank; other dimensions must match; a
+  // 0-dimensional input is an error. Output: output(handle).
+  Status allgather(const TensorView& input, const OpOptions& options, Handle* handle);
+  // Root's input is written to every rank's output (may be the same memory as input).
+  Status broadcast(const TensorView& input, const TensorView& output, const OpOptions& options,
+                   Handle* handle);
+  // Sends options.splits[p] rows of input (consecutive, in rank order) to each
+  // rank p; without splits the first dimension is divided evenly (must be
+  // divisible by size()). Output: output(handle), received splits:
+  // receivedSplits(handle).
+  Status alltoall(const TensorView& input, const OpOptions& options, Handle* handle);
+  // Reduces the input (same shape on every rank) and gives rank r rows
+  // [offset_r, offset_r + rows_r) of the result, where rows_r = d0 / size plus
+  // one for the first d0 % size ranks. Output: output(handle).
+  Status reducescatter(const TensorView& input, const OpOptions& options, Handle* handle);
+  // Completes on every rank after every rank entered it.
+  Status barrier(Handle* handle);
+  // This rank has no more data: until every rank joined, it takes part in
+  // other ranks' allreduces with zeros. Completes when all ranks joined;
+  // joinResult(handle) is the last rank to join (same on every rank).
+  Status join(Handle* handle);
+
+  // Handle methods: thread-safe. An unknown or released handle is
+  // kInvalidArgument.
+  // True once the op completed (successfully or not).
+  bool poll(Handle handle) const;
+  // Waits until the op completed and returns its status; timeout_seconds < 0
+  // waits without a deadline; on expiry returns kTimeout (the op goes on).
+  Status wait(Handle handle, double timeout_seconds = -1) const;
+  // Runtime-sized output of a completed allgather/alltoall/reducescatter
+  // (nullptr otherwise). Owned by the handle until release().
+  OwnedTensor* output(Handle handle) const;
+  std::vector<int64_t> receivedSplits(Handle handle) const;
+  int joinResult(Handle handle) const;
+  // Forgets a completed handle and frees its output. Releasing a pending
+  // handle is kInvalidArgument.
+  Status release(Handle handle);
+
+ private:
+  explicit Runtime(std::unique_ptr<RuntimeImpl> impl);
+  std::unique_ptr<RuntimeImpl> impl_;
+};
+
+}  // namespace tutti

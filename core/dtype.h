@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tutti {
+
+// Element types of tensors. The numeric values are part of the wire format and
+// of the C ABI (bindings/c/tutti.h mirrors them): never renumber.
+enum class DataType : uint8_t {
+  kUInt8 = 0,
+  kInt8 = 1,
+  kInt16 = 2,
+  kInt32 = 3,
+  kInt64 = 4,
+  kFloat16 = 5,   // IEEE 754 binary16
+  kBFloat16 = 6,  // bfloat16: the upper 16 bits of a float32
+  kFloat32 = 7,
+  kFloat64 = 8,
+  kBool = 9,      // one byte, 0 or 1
+};
+constexpr int kNumDataTypes = 10;
+
+// Size of one element in bytes.
+size_t dataTypeSize(DataType dtype);
+// Lower-case name: "uint8", "float16", "bfloat16", ...
+const char* dataTypeName(DataType dtype);
+// Inverse of dataTypeName; nullopt when the name is unknown.
+std::optional<DataType> parseDataType(const std::string& name);
+bool isFloatingPoint(DataType dtype);
+// True for a numeric value that is a valid DataType.
+bool isValidDataType(int value);
+
+// Reduction operators. Numeric values are part of the wire format and C ABI.
+enum class ReduceOp : uint8_t {
+  kSum = 0,
+  kAverage = 1,  // sum, then divide by the number of contributing ranks
+  kMin = 2,
+  kMax = 3,
+  kProduct = 4,
+};
+constexpr int kNumReduceOps = 5;
+const char* reduceOpName(ReduceOp op);
+bool isValidReduceOp(int value);
+
+}  // namespace tutti

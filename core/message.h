@@ -1,0 +1,99 @@
+#pragma once
+
+// Negotiation messages. Workers send RequestLists to rank 0; rank 0 sends the
+// same ResponseList to every rank, and every rank executes its responses in
+// order. The protocol is described in coordinator/controller.h and
+// docs/negotiation.md.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace tutti {
+
+// Collective kinds. Numeric values are part of the wire format.
+enum class OpType : uint8_t {
+  kAllreduce = 0,
+  kAllgather = 1,
+  kBroadcast = 2,
+  kAlltoall = 3,
+  kReducescatter = 4,
+  kBarrier = 5,
+  kJoin = 6,
+};
+const char* opTypeName(OpType type);
+
+// One rank's announcement that a named tensor is ready.
+struct Request {
+  int32_t rank = 0;
+  OpType type = OpType::kAllreduce;
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  Shape shape;
+  int32_t root = 0;                // broadcast
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<int64_t> splits;     // alltoall: rows sent to each rank; empty = even split
+  DeviceType device = DeviceType::kCpu;
+  int32_t group_id = -1;           // grouped allreduce: members are fused together; -1 = none
+  int32_t group_size = 0;          // grouped allreduce: number of tensors in the group
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  // Response-cache hits: slot ids of cached requests this rank has ready
+  // (same name and parameters as the cached entry). See coordinator/response_cache.h.
+  std::vector<int64_t> cache_hits;
+  bool shutdown = false;  // this rank is shutting down
+};
+
+// What every rank does next, decided by rank 0.
+struct Response {
+  enum class Kind : uint8_t { kOp = 0, kError = 1 };
+  Kind kind = Kind::kOp;
+  OpType type = OpType::kAllreduce;
+  // Tensors this response covers, in fusion order. A fused allreduce has many.
+  std::vector<std::string> names;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int32_t root = 0;
+  DeviceType device = DeviceType::kCpu;
+  // Allreduce: element count of each tensor in `names` (joined ranks need it).
+  // Allgather: first dimension contributed by each rank, then the row shape
+  //   (number of elements per row) as the last entry.
+  // Alltoall: size*size matrix of rows, [sender * size + receiver], then row elements.
+  // Reducescatter: element count of the whole input, then row elements.
+  std::vector<int64_t> sizes;
+  // Allreduce/reducescatter: ranks that joined and contribute zeros.
+  std::vector<int64_t> joined_ranks;
+  // Join: the last rank to join. Error: unused.
+  int32_t last_joined_rank = -1;
+  // Error responses: delivered to every rank's handle of each name.
+  StatusCode error_code = StatusCode::kOk;
+  std::string error_message;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  // Set when every rank asked to shut down, or a peer was lost: the
+  // receivers stop after executing the list.
+  bool shutdown = false;
+  // kPeerLost etc.: every pending and later op fails with this status.
+  StatusCode abort_code = StatusCode::kOk;
+  std::string abort_message;
+};
+
+std::vector<uint8_t> serialize(const RequestList& list);
+std::vector<uint8_t> serialize(const ResponseList& list);
+// Malformed input (truncated, out-of-range enum, trailing bytes) is kInvalidArgument.
+Status deserialize(const std::vector<uint8_t>& bytes, RequestList* out);
+Status deserialize(const std::vector<uint8_t>& bytes, ResponseList* out);
+
+}  // namespace tutti

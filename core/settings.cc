@@ -1,0 +1,218 @@
+#include "core/settings.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace tutti {
+namespace {
+
+constexpr double kMaxInt = 9.0e15;
+
+const std::vector<SettingSpec> kSpecs = {
+    {"TUTTI_RANK", SettingType::kInt, "0", 0, 1 << 20, "", "rank of this process in the job"},
+    {"TUTTI_SIZE", SettingType::kInt, "1", 1, 1 << 20, "", "number of ranks in the job (world size)"},
+    {"TUTTI_LOCAL_RANK", SettingType::kInt, "", 0, 1 << 20, "", "rank among the ranks on this host (default: TUTTI_RANK)"},
+    {"TUTTI_LOCAL_SIZE", SettingType::kInt, "", 1, 1 << 20, "", "ranks on this host (default: TUTTI_SIZE)"},
+    {"TUTTI_CROSS_RANK", SettingType::kInt, "0", 0, 1 << 20, "", "index of this host among the job's hosts"},
+    {"TUTTI_CROSS_SIZE", SettingType::kInt, "1", 1, 1 << 20, "", "number of hosts in the job"},
+    {"TUTTI_RENDEZVOUS_ADDR", SettingType::kString, "127.0.0.1", 0, 0, "",
+     "address of the rendezvous server (hosted by tuttirun, or by rank 0 without it)"},
+    {"TUTTI_RENDEZVOUS_PORT", SettingType::kInt, "29500", 1, 65535, "", "TCP port of the rendezvous server"},
+    {"TUTTI_RENDEZVOUS_SERVER", SettingType::kChoice, "rank0", 0, 0, "rank0,external",
+     "who serves the rendezvous: rank0 (a program started by hand) or external (tuttirun)"},
+    {"TUTTI_SECRET", SettingType::kString, "", 0, 0, "",
+     "per-job secret every connection proves it knows (set by tuttirun; required when size > 1)"},
+    {"TUTTI_HOSTNAME", SettingType::kString, "", 0, 0, "",
+     "address other ranks use to reach this rank (default: the address this host uses to reach the rendezvous server)"},
+    {"TUTTI_FUSION_THRESHOLD_BYTES", SettingType::kInt, "4194304", 0, kMaxInt, "",
+     "fusion buffer size in bytes; 0 disables fusion"},
+    {"TUTTI_CYCLE_TIME_MS", SettingType::kDouble, "0", 0, 10000, "",
+     "milliseconds to wait before each negotiation round (0: start a round as soon as work is queued)"},
+    {"TUTTI_CACHE_CAPACITY", SettingType::kInt, "1024", 0, 1 << 24, "",
+     "entries in the response cache; 0 disables it"},
+    {"TUTTI_STALL_CHECK_TIME_SECONDS", SettingType::kDouble, "60", 0, 1e7, "",
+     "seconds before a tensor not submitted by every rank is reported as stalled (0: never)"},
+    {"TUTTI_STALL_SHUTDOWN_TIME_SECONDS", SettingType::kDouble, "0", 0, 1e7, "",
+     "seconds after which stalled ops fail on every rank (0: they only warn)"},
+    {"TUTTI_TIMEOUT_SECONDS", SettingType::kDouble, "30", 0.001, 1e7, "",
+     "seconds without progress from a peer before it is declared lost"},
+    {"TUTTI_SEGMENT_BYTES", SettingType::kInt, "262144", 1, kMaxInt, "",
+     "bytes per pipelined segment of ring collectives"},
+    {"TUTTI_BACKEND", SettingType::kChoice, "tcp", 0, 0, "tcp", "collective backend"},
+    {"TUTTI_LOG_LEVEL", SettingType::kChoice, "warning", 0, 0, "trace,debug,info,warning,error",
+     "least severe log level printed"},
+};
+
+std::string formatNumber(double v) {
+  std::ostringstream out;
+  if (std::fabs(v) >= 1e15) {
+    out << v;
+  } else {
+    out << static_cast<long double>(v);
+  }
+  return out.str();
+}
+
+std::string rangeText(const SettingSpec& spec) {
+  std::ostringstream out;
+  switch (spec.type) {
+    case SettingType::kInt:
+      out << "an integer in [" << formatNumber(spec.min) << ", " << formatNumber(spec.max) << "]";
+      break;
+    case SettingType::kDouble:
+      out << "a number in [" << formatNumber(spec.min) << ", " << formatNumber(spec.max) << "]";
+      break;
+    case SettingType::kString:
+      out << "a non-empty string";
+      break;
+    case SettingType::kChoice:
+      out << "one of {" << spec.choices << "}";
+      break;
+  }
+  return out.str();
+}
+
+Status badValue(const SettingSpec& spec, const std::string& value) {
+  return Status::invalidArgument(std::string(spec.name) + "=" + value + ": expected " + rangeText(spec) +
+                                 " (" + spec.help + ")");
+}
+
+}  // namespace
+
+const std::vector<SettingSpec>& settingSpecs() { return kSpecs; }
+
+const SettingSpec* findSettingSpec(const std::string& name) {
+  for (const auto& spec : kSpecs) {
+    if (name == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+Status validateSetting(const SettingSpec& spec, const std::string& value) {
+  switch (spec.type) {
+    case SettingType::kInt: {
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno != 0 || v < spec.min || v > spec.max) {
+        return badValue(spec, value);
+      }
+      return Status::ok();
+    }
+    case SettingType::kDouble: {
+      errno = 0;
+      char* end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < spec.min ||
+          v > spec.max) {
+        return badValue(spec, value);
+      }
+      return Status::ok();
+    }
+    case SettingType::kString:
+      if (value.empty()) return badValue(spec, value);
+      return Status::ok();
+    case SettingType::kChoice: {
+      std::stringstream choices(spec.choices);
+      std::string choice;
+      while (std::getline(choices, choice, ',')) {
+        if (choice == value) return Status::ok();
+      }
+      return badValue(spec, value);
+    }
+  }
+  return Status::internal("unknown setting type");
+}
+
+EnvLookup processEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+Status loadSettings(const EnvLookup& env, Settings* out) {
+  Settings s;
+  // Returns the validated value of a setting, or its default.
+  auto read = [&](const char* name, std::string* value) -> Status {
+    const SettingSpec* spec = findSettingSpec(name);
+    auto v = env(name);
+    if (!v.has_value()) {
+      *value = spec->default_value;
+      return Status::ok();
+    }
+    TUTTI_RETURN_IF_ERROR(validateSetting(*spec, *v));
+    *value = *v;
+    return Status::ok();
+  };
+  std::string v;
+  auto readInt = [&](const char* name, auto* field) -> Status {
+    TUTTI_RETURN_IF_ERROR(read(name, &v));
+    if (!v.empty()) *field = static_cast<std::remove_reference_t<decltype(*field)>>(std::stoll(v));
+    return Status::ok();
+  };
+  auto readDouble = [&](const char* name, double* field) -> Status {
+    TUTTI_RETURN_IF_ERROR(read(name, &v));
+    if (!v.empty()) *field = std::stod(v);
+    return Status::ok();
+  };
+  auto readString = [&](const char* name, std::string* field) -> Status {
+    TUTTI_RETURN_IF_ERROR(read(name, &v));
+    *field = v;
+    return Status::ok();
+  };
+
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_RANK", &s.rank));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SIZE", &s.size));
+  s.local_rank = s.rank;
+  s.local_size = s.size;
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_RANK", &s.local_rank));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_SIZE", &s.local_size));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_RANK", &s.cross_rank));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_SIZE", &s.cross_size));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_RENDEZVOUS_ADDR", &s.rendezvous_addr));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_RENDEZVOUS_PORT", &s.rendezvous_port));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_RENDEZVOUS_SERVER", &v));
+  s.rank0_hosts_rendezvous = (v == "rank0");
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_SECRET", &s.secret));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_HOSTNAME", &s.hostname));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_FUSION_THRESHOLD_BYTES", &s.fusion_threshold_bytes));
+  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_CYCLE_TIME_MS", &s.cycle_time_ms));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CACHE_CAPACITY", &s.cache_capacity));
+  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_STALL_CHECK_TIME_SECONDS", &s.stall_check_time_seconds));
+  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s.stall_shutdown_time_seconds));
+  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_TIMEOUT_SECONDS", &s.timeout_seconds));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SEGMENT_BYTES", &s.segment_bytes));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_BACKEND", &s.backend));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_LOG_LEVEL", &s.log_level));
+
+  // Cross-field rules.
+  if (s.rank >= s.size) {
+    return Status::invalidArgument("TUTTI_RANK=" + std::to_string(s.rank) +
+                                   ": expected an integer in [0, TUTTI_SIZE-1] = [0, " +
+                                   std::to_string(s.size - 1) + "]");
+  }
+  if (s.local_rank >= s.local_size) {
+    return Status::invalidArgument("TUTTI_LOCAL_RANK=" + std::to_string(s.local_rank) +
+                                   ": expected an integer in [0, TUTTI_LOCAL_SIZE-1] = [0, " +
+                                   std::to_string(s.local_size - 1) + "]");
+  }
+  if (s.cross_rank >= s.cross_size) {
+    return Status::invalidArgument("TUTTI_CROSS_RANK=" + std::to_string(s.cross_rank) +
+                                   ": expected an integer in [0, TUTTI_CROSS_SIZE-1] = [0, " +
+                                   std::to_string(s.cross_size - 1) + "]");
+  }
+  if (s.size > 1 && s.secret.empty()) {
+    return Status::invalidArgument(
+        "TUTTI_SECRET is not set: a job of more than one rank needs a per-job secret shared by all "
+        "ranks (tuttirun sets it; when starting ranks by hand, export the same random string on "
+        "every rank)");
+  }
+  *out = s;
+  return Status::ok();
+}
+
+}  // namespace tutti

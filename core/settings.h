@@ -1,0 +1,71 @@
+#pragma once
+
+// The settings registry: every TUTTI_* environment variable is declared once
+// here (name, type, default, accepted range, help) and read into Settings at
+// init(). `tuttirun` flags write the same variables and validate them with the
+// same specs. A bad value is an error naming the variable and the range.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tutti {
+
+enum class SettingType { kInt, kDouble, kString, kChoice };
+
+struct SettingSpec {
+  const char* name;         // "TUTTI_FUSION_THRESHOLD_BYTES"
+  SettingType type;
+  const char* default_value;  // as it would appear in the environment; "" = unset
+  double min = 0;           // kInt/kDouble: inclusive range
+  double max = 0;
+  const char* choices = "";  // kChoice: comma-separated accepted values
+  const char* help = "";
+};
+
+// All declared settings, in documentation order.
+const std::vector<SettingSpec>& settingSpecs();
+const SettingSpec* findSettingSpec(const std::string& name);
+
+// Checks one value against its spec. Error: "TUTTI_CYCLE_TIME_MS=-1: expected
+// a number in [0, 10000] (milliseconds to wait before each negotiation round)".
+Status validateSetting(const SettingSpec& spec, const std::string& value);
+
+// Typed values of every setting, read once at init().
+struct Settings {
+  // Placement (written by tuttirun; by hand when started without it).
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  std::string rendezvous_addr = "127.0.0.1";
+  int rendezvous_port = 29500;
+  bool rank0_hosts_rendezvous = true;  // false when tuttirun serves it
+  std::string secret;            // per-job secret; never logged
+  std::string hostname;          // address peers use to reach this rank ("" = rendezvous route)
+  // Runtime knobs.
+  int64_t fusion_threshold_bytes = 0;
+  double cycle_time_ms = 0;
+  int64_t cache_capacity = 1024;
+  double stall_check_time_seconds = 60;
+  double stall_shutdown_time_seconds = 0;  // 0: stalled ops only warn
+  double timeout_seconds = 30;
+  int64_t segment_bytes = 0;    // ring pipeline segment size
+  std::string backend = "tcp";
+  std::string log_level = "warning";
+};
+
+// Looks up an environment variable; nullopt when unset. Tests pass their own.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+EnvLookup processEnv();
+
+// Reads and validates every setting. The first bad value is the error.
+Status loadSettings(const EnvLookup& env, Settings* out);
+
+}  // namespace tutti

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace tutti {
+
+// Shape of a tensor: sizes of each dimension, outermost first. A 0-dimensional
+// shape is a scalar (one element).
+using Shape = std::vector<int64_t>;
+
+int64_t numElements(const Shape& shape);
+// "[3, 4, 5]"
+std::string shapeToString(const Shape& shape);
+// Elements per row of the first dimension (product of the other dimensions;
+// 1 for a 1-dimensional shape).
+int64_t rowElements(const Shape& shape);
+
+// Where a tensor's memory lives. Only the CPU is implemented today.
+enum class DeviceType : uint8_t { kCpu = 0, kCuda = 1 };
+
+// A non-owning, contiguous, row-major view of tensor memory. The caller keeps
+// the memory alive until the op's handle completes.
+struct TensorView {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  Shape shape;
+  DeviceType device = DeviceType::kCpu;
+  int device_id = -1;
+
+  int64_t numElements() const { return tutti::numElements(shape); }
+  size_t numBytes() const { return static_cast<size_t>(numElements()) * dataTypeSize(dtype); }
+};
+
+// An owned, contiguous CPU tensor: the output of ops whose output size only
+// the runtime knows (allgather, alltoall, reducescatter).
+struct OwnedTensor {
+  DataType dtype = DataType::kFloat32;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+
+  TensorView view() { return TensorView{bytes.data(), dtype, shape}; }
+};
+
+}  // namespace tutti

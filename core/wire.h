@@ -1,0 +1,82 @@
+#pragma once
+
+// Little-endian binary encoding for wire messages. BufferReader checks every
+// read against the remaining bytes, so malformed input from the network is an
+// error value, never a crash or an over-read.
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tutti {
+
+class BufferWriter {
+ public:
+  void putU8(uint8_t v) { putRaw(&v, 1); }
+  void putU32(uint32_t v) { putRaw(&v, 4); }
+  void putI32(int32_t v) { putRaw(&v, 4); }
+  void putI64(int64_t v) { putRaw(&v, 8); }
+  void putU64(uint64_t v) { putRaw(&v, 8); }
+  void putDouble(double v) { putRaw(&v, 8); }
+  void putString(const std::string& s) {
+    putU32(static_cast<uint32_t>(s.size()));
+    putRaw(s.data(), s.size());
+  }
+  void putI64Vector(const std::vector<int64_t>& v) {
+    putU32(static_cast<uint32_t>(v.size()));
+    putRaw(v.data(), v.size() * sizeof(int64_t));
+  }
+  void putRaw(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    bytes_.insert(bytes_.end(), b, b + n);
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+  std::vector<uint8_t> take() { return std::move(bytes_); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+class BufferReader {
+ public:
+  BufferReader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  explicit BufferReader(const std::vector<uint8_t>& v) : BufferReader(v.data(), v.size()) {}
+
+  bool getU8(uint8_t* v) { return getRaw(v, 1); }
+  bool getU32(uint32_t* v) { return getRaw(v, 4); }
+  bool getI32(int32_t* v) { return getRaw(v, 4); }
+  bool getI64(int64_t* v) { return getRaw(v, 8); }
+  bool getU64(uint64_t* v) { return getRaw(v, 8); }
+  bool getDouble(double* v) { return getRaw(v, 8); }
+  bool getString(std::string* s, size_t max_len = 1 << 20) {
+    uint32_t n = 0;
+    if (!getU32(&n) || n > max_len || n > remaining()) return false;
+    s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+    return true;
+  }
+  bool getI64Vector(std::vector<int64_t>* v, size_t max_len = 1 << 24) {
+    uint32_t n = 0;
+    if (!getU32(&n) || n > max_len || static_cast<size_t>(n) * 8 > remaining()) return false;
+    v->resize(n);
+    return getRaw(v->data(), static_cast<size_t>(n) * 8);
+  }
+  bool getRaw(void* p, size_t n) {
+    if (n > remaining()) return false;
+    std::memcpy(p, data_ + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  size_t remaining() const { return size_ - pos_; }
+  bool atEnd() const { return pos_ == size_; }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+}  // namespace tutti

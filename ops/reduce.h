@@ -1,0 +1,30 @@
+#pragma once
+
+// CPU reduction and scaling kernels, written so that the compiler vectorises
+// them (-O3, contiguous loops, no aliasing). float16 and bfloat16 are reduced
+// in float32 and rounded back (round to nearest even).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tutti {
+
+// dst[i] = dst[i] op src[i] for i < count. `op` is kSum, kMin, kMax or
+// kProduct (kAverage reduces as kSum). bool: sum and max are logical or,
+// min and product logical and.
+void reduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
+
+// buf[i] = buf[i] * factor. Floating types scale in their own precision
+// (float16/bfloat16 via float32); integers in float64, rounded to nearest and
+// saturated to the type's range. bool is left unchanged.
+void scaleInPlace(void* buf, size_t count, DataType dtype, double factor);
+
+// Conversions used by the kernels and by compression.
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+float bfloat16ToFloat(uint16_t b);
+uint16_t floatToBfloat16(float f);
+
+}  // namespace tutti
