@@ -1,0 +1,40 @@
+#pragma once
+
+// The job's rendezvous key-value server (Boost.Asio, own I/O thread), hosted
+// by tuttirun or, for a program started by hand, by rank 0. Every connection
+// must pass the challenge-response of ops/tcp/auth.h with the job secret;
+// unauthenticated or malformed input is dropped and logged, never a crash.
+//
+// Key conventions: "rank/<r>/addr" = "host:port" of rank r's data listener,
+// set by each rank when it reaches the rendezvous (the launcher uses them to
+// name ranks that did not arrive).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tutti {
+
+class RendezvousServerImpl;
+
+class RendezvousServer {
+ public:
+  // Binds bind_addr:port (port 0 = any free port) and starts serving on a
+  // thread of its own. kIoError if the port cannot be bound.
+  static Status start(const std::string& bind_addr, int port, const std::string& secret,
+                      std::unique_ptr<RendezvousServer>* out);
+  ~RendezvousServer();  // stop()s
+  int port() const;
+  // Keys set so far that start with `prefix`. Thread-safe.
+  std::vector<std::string> keys(const std::string& prefix) const;
+  // Stops serving and joins the thread. Idempotent.
+  void stop();
+
+ private:
+  explicit RendezvousServer(std::unique_ptr<RendezvousServerImpl> impl);
+  std::unique_ptr<RendezvousServerImpl> impl_;
+};
+
+}  // namespace tutti

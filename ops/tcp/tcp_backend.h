@@ -1,0 +1,35 @@
+#pragma once
+
+// Backend over a Transport: ring and pairwise algorithms from
+// ops/algorithms/, pipelined in segments of `segment_bytes`.
+
+#include <cstddef>
+
+#include "ops/backend.h"
+#include "ops/transport.h"
+
+namespace tutti {
+
+class TcpBackend : public Backend {
+ public:
+  // `transport` must outlive the backend.
+  TcpBackend(Transport& transport, size_t segment_bytes);
+  const char* name() const override { return "tcp"; }
+  int rank() const override;
+  int size() const override;
+  Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  Status allgatherv(const void* input, void* output,
+                    const std::vector<size_t>& bytes_per_rank) override;
+  Status broadcast(void* buf, size_t bytes, int root) override;
+  Status alltoallv(const void* input, const std::vector<size_t>& send_bytes, void* output,
+                   const std::vector<size_t>& recv_bytes) override;
+  Status reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
+                       DataType dtype, ReduceOp op) override;
+  Status barrier() override;
+
+ private:
+  Transport& transport_;
+  size_t segment_bytes_;
+};
+
+}  // namespace tutti
