@@ -4,6 +4,8 @@
 // ops/algorithms/, pipelined in segments of `segment_bytes`.
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "ops/backend.h"
 #include "ops/transport.h"
@@ -30,6 +32,11 @@ class TcpBackend : public Backend {
  private:
   Transport& transport_;
   size_t segment_bytes_;
+  // Reused between calls so steady-state collectives do not allocate:
+  // two received segments (allreduce) and a partial-sums buffer
+  // (reducescatter).
+  std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> work_;
 };
 
 }  // namespace tutti

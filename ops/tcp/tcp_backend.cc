@@ -1,0 +1,84 @@
+#include "ops/tcp/tcp_backend.h"
+
+#include <sstream>
+#include <string>
+
+#include "ops/algorithms/allgather_ring.h"
+#include "ops/algorithms/allreduce_ring.h"
+#include "ops/algorithms/alltoall_pairwise.h"
+#include "ops/algorithms/barrier_dissemination.h"
+#include "ops/algorithms/broadcast_binomial.h"
+#include "ops/algorithms/broadcast_chain.h"
+#include "ops/algorithms/reducescatter_ring.h"
+#include "ops/algorithms/ring.h"
+
+namespace tutti {
+namespace {
+
+// Up to this size a broadcast goes down a binomial tree (latency bound);
+// above it through the pipelined chain (bandwidth bound).
+constexpr size_t kBinomialBroadcastMaxBytes = 64 * 1024;
+
+Status checkPerRank(const char* what, const std::vector<size_t>& v, int size) {
+  if (v.size() == static_cast<size_t>(size)) return Status::ok();
+  std::ostringstream msg;
+  msg << what << " has " << v.size() << " entries but the world has " << size << " ranks";
+  return Status::invalidArgument(msg.str());
+}
+
+}  // namespace
+
+TcpBackend::TcpBackend(Transport& transport, size_t segment_bytes)
+    : transport_(transport),
+      segment_bytes_(segment_bytes == 0 ? ring::kDefaultSegmentBytes : segment_bytes) {}
+
+int TcpBackend::rank() const {
+  return transport_.rank();
+}
+int TcpBackend::size() const {
+  return transport_.size();
+}
+
+Status TcpBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) {
+  return allreduceRing(transport_, buf, count, dtype, op, segment_bytes_, &scratch_);
+}
+
+Status TcpBackend::allgatherv(const void* input, void* output,
+                              const std::vector<size_t>& bytes_per_rank) {
+  TUTTI_RETURN_IF_ERROR(checkPerRank("allgatherv bytes_per_rank", bytes_per_rank, size()));
+  return allgatherRing(transport_, input, output, bytes_per_rank, segment_bytes_);
+}
+
+Status TcpBackend::broadcast(void* buf, size_t bytes, int root) {
+  if (root < 0 || root >= size()) {
+    return Status::invalidArgument("broadcast root " + std::to_string(root) +
+                                   " is not a rank of a world of size " + std::to_string(size()));
+  }
+  if (bytes <= kBinomialBroadcastMaxBytes) return broadcastBinomial(transport_, buf, bytes, root);
+  return broadcastChain(transport_, buf, bytes, root, segment_bytes_);
+}
+
+Status TcpBackend::alltoallv(const void* input, const std::vector<size_t>& send_bytes, void* output,
+                             const std::vector<size_t>& recv_bytes) {
+  TUTTI_RETURN_IF_ERROR(checkPerRank("alltoallv send_bytes", send_bytes, size()));
+  TUTTI_RETURN_IF_ERROR(checkPerRank("alltoallv recv_bytes", recv_bytes, size()));
+  if (send_bytes[rank()] != recv_bytes[rank()]) {
+    std::ostringstream msg;
+    msg << "alltoallv on rank " << rank() << ": sends " << send_bytes[rank()]
+        << " bytes to itself but expects to receive " << recv_bytes[rank()];
+    return Status::invalidArgument(msg.str());
+  }
+  return alltoallPairwise(transport_, input, send_bytes, output, recv_bytes);
+}
+
+Status TcpBackend::reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
+                                 DataType dtype, ReduceOp op) {
+  TUTTI_RETURN_IF_ERROR(checkPerRank("reducescatter counts", counts, size()));
+  return reducescatterRing(transport_, input, output, counts, dtype, op, segment_bytes_, &work_);
+}
+
+Status TcpBackend::barrier() {
+  return barrierDissemination(transport_);
+}
+
+}  // namespace tutti
