@@ -1,0 +1,310 @@
+// The background thread of RuntimeImpl: one loop per rank that negotiates
+// (rank 0: through the Controller), fuses, executes and completes handles.
+// The protocol is described in coordinator/controller.h.
+
+#include <algorithm>
+
+#include "coordinator/fusion.h"
+#include "coordinator/runtime_impl.h"
+#include "core/logging.h"
+
+namespace tutti {
+
+namespace {
+
+constexpr auto kMaxIdleWait = std::chrono::hours(1);
+
+RuntimeImpl::Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<RuntimeImpl::Clock::duration>(std::chrono::duration<double>(s));
+}
+
+bool cacheable(OpType type) {
+  return type != OpType::kBarrier && type != OpType::kJoin;
+}
+
+Completion failed(const Status& status) {
+  Completion c;
+  c.status = status;
+  return c;
+}
+
+}  // namespace
+
+void RuntimeImpl::loop() {
+  executor_ = std::make_unique<Executor>(*bundle_.backend, rank_, size_);
+  if (rank_ == 0) {
+    controller_ = std::make_unique<Controller>(size_, &cache_, cache_.enabled());
+    stall_ = std::make_unique<StallInspector>(settings_.stall_check_time_seconds,
+                                              settings_.stall_shutdown_time_seconds, Clock::now());
+    acked_.assign(size_, false);
+  }
+  Status st = runLoop();
+  if (!st.isOk() && !shutdown_started_) {
+    abort(st);
+  } else {
+    finishShutdown();
+  }
+  closeConnections();
+}
+
+Status RuntimeImpl::runLoop() {
+  std::vector<ControlMessage> messages;
+  while (true) {
+    Clock::time_point now = Clock::now();
+    messages.clear();
+    Status st = bundle_.transport->pollControl(nextDeadline(now), &messages);
+    if (!st.isOk()) {
+      // While closing, the peers hanging up is the expected end.
+      if (closing_) return Status::ok();
+      return st;
+    }
+    now = Clock::now();
+    if (shutdown_requested_ && !shutdown_started_) {
+      shutdown_started_ = true;
+      shutdown_deadline_ = now + seconds(settings_.timeout_seconds);
+    }
+    bool done = false;
+    TUTTI_RETURN_IF_ERROR(rank_ == 0 ? rank0Round(messages, now, &done)
+                                     : workerRound(messages, now, &done));
+    if (done) return Status::ok();
+    if (shutdown_started_ && Clock::now() >= shutdown_deadline_) {
+      TUTTI_LOG(kWarning) << "shutdown: the other ranks did not complete the shutdown handshake "
+                             "within TUTTI_TIMEOUT_SECONDS="
+                          << settings_.timeout_seconds << " s; shutting down locally";
+      return Status::ok();
+    }
+  }
+}
+
+RuntimeImpl::Clock::time_point RuntimeImpl::nextDeadline(Clock::time_point now) const {
+  Clock::time_point deadline = now + kMaxIdleWait;
+  if (shutdown_started_) deadline = std::min(deadline, shutdown_deadline_);
+  if (rank_ == 0) {
+    if (!closing_) deadline = std::min(deadline, stall_->nextDeadline(*controller_));
+    if (!held_.empty())
+      deadline = std::min(deadline, held_since_ + seconds(settings_.cycle_time_ms / 1e3));
+  }
+  // A shutdown() that raced with the previous round has already called
+  // wake(), so pollControl returns at once in that case.
+  return deadline;
+}
+
+Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::time_point now,
+                               bool* done) {
+  Controller& ctl = *controller_;
+  for (const Request& req : queue_.takeNewRequests()) {
+    ctl.addRequest(req, cacheable(req.type) ? cache_.slotFor(req) : -1, now);
+  }
+  if (shutdown_started_ && !shutdown_sent_) {
+    shutdown_sent_ = true;
+    ctl.addShutdown(0);
+  }
+  for (ControlMessage& msg : messages) {
+    RequestList list;
+    Status st = deserialize(msg.bytes, &list);
+    if (!st.isOk() || msg.from_rank <= 0 || msg.from_rank >= size_) {
+      TUTTI_LOG(kError) << "dropping a malformed request list from rank " << msg.from_rank << ": "
+                        << st.toString();
+      continue;
+    }
+    const int from = msg.from_rank;
+    if (closing_) {
+      if (list.shutdown && !acked_[from]) {
+        acked_[from] = true;
+        ++acked_count_;
+      }
+      continue;
+    }
+    for (Request& req : list.requests) {
+      req.rank = from;
+      ctl.addRequest(req, -1, now);
+    }
+    for (int64_t slot : list.cache_hits) {
+      std::optional<Request> req = cache_.requestOf(slot, from);
+      if (!req) {
+        return Status::internal("rank " + std::to_string(from) + " announced response-cache slot " +
+                                std::to_string(slot) +
+                                " that rank 0 no longer knows (the worker lags too far behind)");
+      }
+      req->rank = from;
+      ctl.addRequest(*req, slot, now);
+    }
+    if (list.shutdown) ctl.addShutdown(from);
+  }
+  if (closing_) {
+    *done = acked_count_ >= size_ - 1;
+    return Status::ok();
+  }
+  stall_->check(ctl, now);
+  std::vector<Response> fresh = ctl.takeReady();
+  if (!fresh.empty() && held_.empty()) held_since_ = now;
+  for (Response& r : fresh) held_.push_back(std::move(r));
+  // The first shutdown request stops the job: from then on no op could
+  // complete on every rank, so nobody waits for the other ranks' shutdown().
+  const bool stop = ctl.shutdownRequested();
+  const bool due = settings_.cycle_time_ms <= 0 ||
+                   now >= held_since_ + seconds(settings_.cycle_time_ms / 1e3) || stop;
+  if ((held_.empty() || !due) && !stop) return Status::ok();
+  std::vector<Response> ready;
+  ready.swap(held_);
+  TUTTI_RETURN_IF_ERROR(sendResponses(std::move(ready), stop));
+  if (stop) {
+    closing_ = true;
+    if (!shutdown_started_) {
+      shutdown_started_ = true;
+      shutdown_deadline_ = now + seconds(settings_.timeout_seconds);
+    }
+    *done = size_ == 1;
+  }
+  return Status::ok();
+}
+
+Status RuntimeImpl::sendResponses(std::vector<Response> responses, bool shutdown) {
+  ResponseList list;
+  list.responses = planFusion(std::move(responses), settings_.fusion_threshold_bytes);
+  list.shutdown = shutdown;
+  if (size_ > 1) {
+    std::vector<uint8_t> bytes = serialize(list);
+    for (int w = 1; w < size_; ++w) {
+      TUTTI_RETURN_IF_ERROR(bundle_.transport->sendControl(w, bytes));
+    }
+  }
+  return executeList(list);
+}
+
+Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::time_point now,
+                                bool* done) {
+  (void)now;
+  if (closing_) return Status::ok();  // waiting for rank 0 to hang up
+  RequestList out;
+  for (Request& req : queue_.takeNewRequests()) {
+    int64_t slot = cacheable(req.type) && req.group_id < 0 ? cache_.slotFor(req) : -1;
+    if (slot >= 0) {
+      out.cache_hits.push_back(slot);
+    } else {
+      out.requests.push_back(std::move(req));
+    }
+  }
+  if (shutdown_started_ && !shutdown_sent_) {
+    shutdown_sent_ = true;
+    out.shutdown = true;
+  }
+  if (!out.requests.empty() || !out.cache_hits.empty() || out.shutdown) {
+    TUTTI_RETURN_IF_ERROR(bundle_.transport->sendControl(0, serialize(out)));
+  }
+  for (ControlMessage& msg : messages) {
+    ResponseList list;
+    Status st = deserialize(msg.bytes, &list);
+    if (!st.isOk() || msg.from_rank != 0) {
+      TUTTI_LOG(kError) << "dropping a malformed response list from rank " << msg.from_rank << ": "
+                        << st.toString();
+      continue;
+    }
+    if (list.abort_code != StatusCode::kOk) return Status(list.abort_code, list.abort_message);
+    TUTTI_RETURN_IF_ERROR(executeList(list));
+    if (list.shutdown) {
+      // Ack, then wait (bounded by the shutdown deadline) for rank 0 to
+      // close, so that both sides' last messages are delivered.
+      RequestList ack;
+      ack.shutdown = true;
+      TUTTI_RETURN_IF_ERROR(bundle_.transport->sendControl(0, serialize(ack)));
+      closing_ = true;
+      if (!shutdown_started_) {
+        shutdown_started_ = true;
+        shutdown_deadline_ = Clock::now() + seconds(settings_.timeout_seconds);
+      }
+      break;
+    }
+  }
+  *done = false;
+  return Status::ok();
+}
+
+Status RuntimeImpl::executeList(const ResponseList& list) {
+  for (const Response& resp : list.responses) {
+    const size_t n = resp.names.size();
+    std::vector<TensorEntry> taken(n);
+    std::vector<const TensorEntry*> present(n, nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      if (queue_.take(resp.names[i], &taken[i])) present[i] = &taken[i];
+    }
+    if (resp.kind == Response::Kind::kError) {
+      const Status st(resp.error_code, resp.error_message);
+      for (size_t i = 0; i < n; ++i) {
+        if (present[i]) handles_.complete(present[i]->handle, failed(st));
+      }
+      continue;
+    }
+    std::vector<Completion> completions;
+    Status st = executor_->execute(resp, present, &completions);
+    if (!st.isOk()) {
+      for (size_t i = 0; i < n; ++i) {
+        if (present[i]) handles_.complete(present[i]->handle, failed(st));
+      }
+      return st;
+    }
+    cacheExecuted(resp, taken, present);
+    for (size_t i = 0; i < n; ++i) {
+      if (present[i]) handles_.complete(present[i]->handle, std::move(completions[i]));
+    }
+  }
+  return Status::ok();
+}
+
+void RuntimeImpl::cacheExecuted(const Response& resp, const std::vector<TensorEntry>& taken,
+                                const std::vector<const TensorEntry*>& present) {
+  for (size_t i = 0; i < resp.names.size(); ++i) {
+    std::vector<std::optional<Request>> all;
+    if (controller_) all = controller_->takeDecidedRequests(resp.names[i]);
+    // Deterministic on every rank: depends only on the Response.
+    if (!cache_.enabled() || !cacheable(resp.type) || !resp.joined_ranks.empty()) continue;
+    Response one = resp;
+    if (resp.names.size() > 1) {
+      one.names = {resp.names[i]};
+      one.sizes = {resp.sizes[i]};
+    }
+    std::optional<Request> own;
+    if (present[i]) own = taken[i].request;
+    cache_.insert(one, own, std::move(all));
+  }
+}
+
+void RuntimeImpl::abort(const Status& status) {
+  TUTTI_LOG(kError) << "aborting every pending op: " << status.toString();
+  for (TensorEntry& e : queue_.close(status)) handles_.complete(e.handle, failed(status));
+  if (rank_ == 0 && size_ > 1) {
+    // Best effort: the transport may be broken already; closing the
+    // connections below tells the workers in any case.
+    ResponseList list;
+    list.shutdown = true;
+    list.abort_code = status.code();
+    list.abort_message = status.message();
+    std::vector<uint8_t> bytes = serialize(list);
+    for (int w = 1; w < size_; ++w) {
+      if (!bundle_.transport->sendControl(w, bytes).isOk()) break;
+    }
+    std::vector<ControlMessage> ignored;
+    (void)bundle_.transport->pollControl(Clock::now(), &ignored);  // push the sends out
+  }
+}
+
+void RuntimeImpl::finishShutdown() {
+  for (TensorEntry& e : queue_.close(Status::shutdown("tutti was shut down"))) {
+    handles_.complete(
+        e.handle, failed(Status::shutdown(std::string(opTypeName(e.request.type)) + " '" +
+                                          e.request.name + "' was pending when tutti shut down")));
+  }
+}
+
+void RuntimeImpl::closeConnections() {
+  executor_.reset();
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    transport_open_ = false;
+  }
+  bundle_.backend.reset();
+  bundle_.transport.reset();
+  bundle_.keepalive.reset();
+}
+
+}  // namespace tutti

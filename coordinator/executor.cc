@@ -1,0 +1,193 @@
+#include "coordinator/executor.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "coordinator/request_validation.h"
+#include "core/check.h"
+#include "ops/reduce.h"
+
+namespace tutti {
+
+namespace {
+
+// The backend reduces average as a sum; the executor divides afterwards.
+ReduceOp backendOp(ReduceOp op) {
+  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+}
+
+void scale(void* buf, size_t count, DataType dtype, double factor) {
+  if (factor != 1.0 && count > 0) scaleInPlace(buf, count, dtype, factor);
+}
+
+Shape withFirstDim(const Shape& shape, int64_t first) {
+  Shape out = shape;
+  if (out.empty()) out.push_back(first);
+  out[0] = first;
+  return out;
+}
+
+}  // namespace
+
+Executor::Executor(Backend& backend, int rank, int size)
+    : backend_(backend), rank_(rank), size_(size) {}
+
+double Executor::outputScale(const Response& r) const {
+  return r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+}
+
+Status Executor::execute(const Response& r, const std::vector<const TensorEntry*>& entries,
+                         std::vector<Completion>* completions) {
+  TUTTI_CHECK_EQ(entries.size(), r.names.size());
+  completions->assign(r.names.size(), Completion{});
+  switch (r.type) {
+    case OpType::kAllreduce:
+      return allreduce(r, entries);
+    case OpType::kAllgather:
+      return allgather(r, entries[0], &(*completions)[0]);
+    case OpType::kBroadcast:
+      return broadcast(r, entries[0]);
+    case OpType::kAlltoall:
+      return alltoall(r, entries[0], &(*completions)[0]);
+    case OpType::kReducescatter:
+      return reducescatter(r, entries[0], &(*completions)[0]);
+    case OpType::kBarrier:
+      return backend_.barrier();
+    case OpType::kJoin:
+      (*completions)[0].join_result = r.last_joined_rank;
+      return Status::ok();
+  }
+  return Status::internal("unknown op type in a response");
+}
+
+Status Executor::allreduce(const Response& r, const std::vector<const TensorEntry*>& entries) {
+  TUTTI_CHECK_EQ(r.sizes.size(), r.names.size());
+  const size_t elem = dataTypeSize(r.dtype);
+  const ReduceOp op = backendOp(r.reduce_op);
+  const double out_scale = outputScale(r);
+  if (r.names.size() == 1 && entries[0] != nullptr) {
+    // Alone (bigger than the fusion threshold, or nothing to fuse with):
+    // reduce directly in the caller's output buffer.
+    const TensorEntry& e = *entries[0];
+    const size_t count = static_cast<size_t>(r.sizes[0]);
+    TUTTI_CHECK_EQ(static_cast<int64_t>(count), e.input.numElements());
+    if (e.output.data != e.input.data && count > 0) {
+      std::memcpy(e.output.data, e.input.data, count * elem);
+    }
+    scale(e.output.data, count, r.dtype, r.prescale);
+    TUTTI_RETURN_IF_ERROR(backend_.allreduce(e.output.data, count, r.dtype, op));
+    scale(e.output.data, count, r.dtype, out_scale);
+    return Status::ok();
+  }
+  const int64_t total = std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0});
+  uint8_t* buf = fusion_buffer_.reserve(static_cast<size_t>(total) * elem);
+  // Stage each tensor right before the collective (prescaled copy, or zeros
+  // for a joined rank).
+  size_t offset = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
+    if (entries[i] != nullptr) {
+      TUTTI_CHECK_EQ(r.sizes[i], entries[i]->input.numElements());
+      if (bytes > 0) std::memcpy(buf + offset, entries[i]->input.data, bytes);
+      scale(buf + offset, static_cast<size_t>(r.sizes[i]), r.dtype, r.prescale);
+    } else {
+      std::memset(buf + offset, 0, bytes);
+    }
+    offset += bytes;
+  }
+  TUTTI_RETURN_IF_ERROR(backend_.allreduce(buf, static_cast<size_t>(total), r.dtype, op));
+  offset = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
+    if (entries[i] != nullptr && bytes > 0) {
+      void* out = entries[i]->output.data;
+      std::memcpy(out, buf + offset, bytes);
+      scale(out, static_cast<size_t>(r.sizes[i]), r.dtype, out_scale);
+    }
+    offset += bytes;
+  }
+  return Status::ok();
+}
+
+Status Executor::allgather(const Response& r, const TensorEntry* e, Completion* done) {
+  TUTTI_CHECK(e != nullptr);  // joined ranks never get an allgather (validation)
+  TUTTI_CHECK_EQ(r.sizes.size(), static_cast<size_t>(size_) + 1);
+  const size_t row_bytes = static_cast<size_t>(r.sizes[size_]) * dataTypeSize(r.dtype);
+  std::vector<size_t> bytes_per_rank(size_);
+  int64_t rows = 0;
+  for (int p = 0; p < size_; ++p) {
+    bytes_per_rank[p] = static_cast<size_t>(r.sizes[p]) * row_bytes;
+    rows += r.sizes[p];
+  }
+  done->has_output = true;
+  done->output.dtype = r.dtype;
+  done->output.shape = withFirstDim(e->input.shape, rows);
+  done->output.bytes.resize(static_cast<size_t>(rows) * row_bytes);
+  return backend_.allgatherv(e->input.data, done->output.bytes.data(), bytes_per_rank);
+}
+
+Status Executor::broadcast(const Response& r, const TensorEntry* e) {
+  TUTTI_CHECK(e != nullptr);
+  const size_t bytes = e->output.numBytes();
+  if (rank_ == r.root && e->output.data != e->input.data && bytes > 0) {
+    std::memcpy(e->output.data, e->input.data, bytes);
+  }
+  return backend_.broadcast(e->output.data, bytes, r.root);
+}
+
+Status Executor::alltoall(const Response& r, const TensorEntry* e, Completion* done) {
+  TUTTI_CHECK(e != nullptr);
+  const size_t n = static_cast<size_t>(size_);
+  TUTTI_CHECK_EQ(r.sizes.size(), n * n + 1);
+  const size_t row_bytes = static_cast<size_t>(r.sizes[n * n]) * dataTypeSize(r.dtype);
+  std::vector<size_t> send(n), recv(n);
+  done->received_splits.resize(n);
+  int64_t rows = 0;
+  for (size_t p = 0; p < n; ++p) {
+    send[p] = static_cast<size_t>(r.sizes[rank_ * n + p]) * row_bytes;
+    const int64_t in_rows = r.sizes[p * n + rank_];
+    recv[p] = static_cast<size_t>(in_rows) * row_bytes;
+    done->received_splits[p] = in_rows;
+    rows += in_rows;
+  }
+  done->has_output = true;
+  done->output.dtype = r.dtype;
+  done->output.shape = withFirstDim(e->input.shape, rows);
+  done->output.bytes.resize(static_cast<size_t>(rows) * row_bytes);
+  return backend_.alltoallv(e->input.data, send, done->output.bytes.data(), recv);
+}
+
+Status Executor::reducescatter(const Response& r, const TensorEntry* e, Completion* done) {
+  TUTTI_CHECK_EQ(r.sizes.size(), 2u);
+  const int64_t total = r.sizes[0];
+  const int64_t row = r.sizes[1];
+  const int64_t first_dim = row > 0 ? total / row : 0;
+  const size_t elem = dataTypeSize(r.dtype);
+  std::vector<size_t> counts(size_);
+  for (int p = 0; p < size_; ++p) {
+    counts[p] = static_cast<size_t>(reducescatterRows(first_dim, p, size_) * row);
+  }
+  // The input is staged (prescaled, or zeros for a joined rank) so the
+  // caller's tensor is never modified.
+  uint8_t* buf = fusion_buffer_.reserve(static_cast<size_t>(total) * elem);
+  if (e != nullptr) {
+    if (total > 0) std::memcpy(buf, e->input.data, static_cast<size_t>(total) * elem);
+    scale(buf, static_cast<size_t>(total), r.dtype, r.prescale);
+  } else {
+    std::memset(buf, 0, static_cast<size_t>(total) * elem);
+  }
+  OwnedTensor out;
+  out.dtype = r.dtype;
+  out.shape = e != nullptr
+                  ? withFirstDim(e->input.shape, reducescatterRows(first_dim, rank_, size_))
+                  : Shape{static_cast<int64_t>(counts[rank_])};
+  out.bytes.resize(counts[rank_] * elem);
+  TUTTI_RETURN_IF_ERROR(
+      backend_.reducescatter(buf, out.bytes.data(), counts, r.dtype, backendOp(r.reduce_op)));
+  scale(out.bytes.data(), counts[rank_], r.dtype, outputScale(r));
+  done->has_output = true;
+  done->output = std::move(out);
+  return Status::ok();
+}
+
+}  // namespace tutti

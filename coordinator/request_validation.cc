@@ -1,0 +1,294 @@
+#include "coordinator/request_validation.h"
+
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+namespace tutti {
+
+namespace {
+
+std::string prefix(const Request& r) {
+  return std::string(opTypeName(r.type)) + " '" + r.name + "': ";
+}
+
+std::string describeTensor(const TensorView& t) {
+  return shapeToString(t.shape) + " " + dataTypeName(t.dtype);
+}
+
+bool isReduction(OpType type) {
+  return type == OpType::kAllreduce || type == OpType::kReducescatter;
+}
+
+Status checkView(const Request& r, const TensorView& t, const char* what) {
+  for (int64_t d : t.shape) {
+    if (d < 0) {
+      return Status::invalidArgument(prefix(r) + what + " shape " + shapeToString(t.shape) +
+                                     " has a negative dimension");
+    }
+  }
+  if (!isValidDataType(static_cast<int>(t.dtype))) {
+    return Status::invalidArgument(prefix(r) + what + " has an unknown dtype " +
+                                   std::to_string(static_cast<int>(t.dtype)));
+  }
+  if (t.device != DeviceType::kCpu) {
+    return Status::invalidArgument(prefix(r) + what +
+                                   " is on a CUDA device; only CPU tensors are supported yet");
+  }
+  if (t.data == nullptr && t.numBytes() != 0) {
+    return Status::invalidArgument(prefix(r) + what + " data is null but the tensor " +
+                                   describeTensor(t) + " has " + std::to_string(t.numBytes()) +
+                                   " bytes");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int64_t reducescatterRows(int64_t first_dim, int rank, int size) {
+  return first_dim / size + (rank < first_dim % size ? 1 : 0);
+}
+
+Status validateLocalRequest(const Request& r, const TensorView& input, const TensorView* output,
+                            int size) {
+  if (r.type == OpType::kBarrier || r.type == OpType::kJoin) return Status::ok();
+  TUTTI_RETURN_IF_ERROR(checkView(r, input, "input"));
+  if (output != nullptr) {
+    TUTTI_RETURN_IF_ERROR(checkView(r, *output, "output"));
+    if (output->dtype != input.dtype || output->shape != input.shape) {
+      return Status::invalidArgument(prefix(r) + "output " + describeTensor(*output) +
+                                     " must have the input's dtype and shape " +
+                                     describeTensor(input));
+    }
+  }
+  if (isReduction(r.type)) {
+    if (!isValidReduceOp(static_cast<int>(r.reduce_op))) {
+      return Status::invalidArgument(prefix(r) + "unknown reduce op " +
+                                     std::to_string(static_cast<int>(r.reduce_op)));
+    }
+    if (input.dtype == DataType::kBool && r.reduce_op == ReduceOp::kAverage) {
+      return Status::invalidArgument(prefix(r) +
+                                     "average is not defined for bool; use sum, min, max or "
+                                     "product (logical or/and)");
+    }
+    if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale)) {
+      return Status::invalidArgument(prefix(r) + "prescale and postscale must be finite numbers");
+    }
+  }
+  switch (r.type) {
+    case OpType::kAllgather:
+    case OpType::kReducescatter:
+      if (input.shape.empty()) {
+        return Status::invalidArgument(
+            prefix(r) + "a 0-dimensional input has no first dimension to " +
+            (r.type == OpType::kAllgather ? "concatenate" : "scatter") + "; reshape it to [1]");
+      }
+      break;
+    case OpType::kBroadcast:
+      if (r.root < 0 || r.root >= size) {
+        return Status::invalidArgument(prefix(r) + "root " + std::to_string(r.root) +
+                                       " is out of range [0, " + std::to_string(size - 1) + "]");
+      }
+      break;
+    case OpType::kAlltoall: {
+      if (input.shape.empty()) {
+        return Status::invalidArgument(prefix(r) +
+                                       "a 0-dimensional input has no rows to send; reshape it");
+      }
+      int64_t d0 = input.shape[0];
+      if (r.splits.empty()) {
+        if (d0 % size != 0) {
+          return Status::invalidArgument(prefix(r) + "first dimension " + std::to_string(d0) +
+                                         " is not divisible by size " + std::to_string(size) +
+                                         "; pass splits (rows sent to each rank)");
+        }
+        break;
+      }
+      if (static_cast<int>(r.splits.size()) != size) {
+        return Status::invalidArgument(prefix(r) + "splits has " + std::to_string(r.splits.size()) +
+                                       " entries; expected one per rank (" + std::to_string(size) +
+                                       ")");
+      }
+      int64_t sum = 0;
+      for (size_t p = 0; p < r.splits.size(); ++p) {
+        if (r.splits[p] < 0) {
+          return Status::invalidArgument(prefix(r) + "splits[" + std::to_string(p) +
+                                         "] = " + std::to_string(r.splits[p]) + " is negative");
+        }
+        sum += r.splits[p];
+      }
+      if (sum > d0) {
+        return Status::invalidArgument(prefix(r) + "splits sum to " + std::to_string(sum) +
+                                       " rows, more than the first dimension " +
+                                       std::to_string(d0));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return Status::ok();
+}
+
+Response errorResponse(std::vector<std::string> names, OpType type, StatusCode code,
+                       std::string message) {
+  Response resp;
+  resp.kind = Response::Kind::kError;
+  resp.type = type;
+  resp.names = std::move(names);
+  resp.error_code = code;
+  resp.error_message = std::move(message);
+  return resp;
+}
+
+namespace {
+
+// Groups the submitting ranks by the rendering of one field. Empty when all
+// agree; otherwise "rank 0 [17], rank 1 [18]" or "ranks [0, 2] int32; ...".
+std::string differences(const std::vector<const Request*>& by_rank,
+                        const std::function<std::string(const Request&)>& render) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r] == nullptr) continue;
+    std::string v = render(*by_rank[r]);
+    auto it = groups.begin();
+    while (it != groups.end() && it->first != v) ++it;
+    if (it == groups.end()) {
+      groups.push_back({v, {static_cast<int>(r)}});
+    } else {
+      it->second.push_back(static_cast<int>(r));
+    }
+  }
+  if (groups.size() <= 1) return "";
+  std::ostringstream out;
+  bool singles = true;
+  for (const auto& g : groups) singles = singles && g.second.size() == 1;
+  constexpr size_t kMaxRanksShown = 16;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& [value, ranks] = groups[i];
+    out << (i ? (singles ? ", " : "; ") : "");
+    if (ranks.size() == 1) {
+      out << "rank " << ranks[0] << " " << value;
+      continue;
+    }
+    out << "ranks [";
+    for (size_t k = 0; k < ranks.size() && k < kMaxRanksShown; ++k)
+      out << (k ? ", " : "") << ranks[k];
+    if (ranks.size() > kMaxRanksShown) out << ", ... (" << ranks.size() << " ranks)";
+    out << "] " << value;
+  }
+  return out.str();
+}
+
+std::string num(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+std::string dimsAfterFirst(const Shape& s) {
+  return shapeToString(Shape(s.begin() + (s.empty() ? 0 : 1), s.end()));
+}
+
+}  // namespace
+
+Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank) {
+  const int size = static_cast<int>(by_rank.size());
+  const Request* first = nullptr;
+  std::vector<int64_t> joined;
+  for (int r = 0; r < size; ++r) {
+    if (by_rank[r] == nullptr) {
+      joined.push_back(r);
+    } else if (first == nullptr) {
+      first = by_rank[r];
+    }
+  }
+  const OpType type = first->type;
+  const std::string head = std::string(opTypeName(type)) + " '" + name + "': ";
+  auto mismatch = [&](const std::string& what, const std::string& diff) {
+    return errorResponse({name}, type, StatusCode::kMismatch,
+                         head + what + " differ across ranks: " + diff);
+  };
+  // One check per rule; the first rule broken is the error.
+  struct Rule {
+    const char* what;
+    bool applies;
+    std::function<std::string(const Request&)> render;
+  };
+  const bool reduction = isReduction(type);
+  const bool shaped = type != OpType::kBarrier && type != OpType::kJoin;
+  const bool same_shape = reduction || type == OpType::kBroadcast;
+  const bool row_shape = type == OpType::kAllgather || type == OpType::kAlltoall;
+  const std::vector<Rule> rules = {
+      {"collectives", true, [](const Request& r) { return std::string(opTypeName(r.type)); }},
+      {"devices", shaped,
+       [](const Request& r) { return std::string(r.device == DeviceType::kCpu ? "cpu" : "cuda"); }},
+      {"dtypes", shaped, [](const Request& r) { return std::string(dataTypeName(r.dtype)); }},
+      {"reduce ops", reduction,
+       [](const Request& r) { return std::string(reduceOpName(r.reduce_op)); }},
+      {"prescale factors", reduction, [](const Request& r) { return num(r.prescale); }},
+      {"postscale factors", reduction, [](const Request& r) { return num(r.postscale); }},
+      {"roots", type == OpType::kBroadcast,
+       [](const Request& r) { return std::to_string(r.root); }},
+      {"shapes", same_shape, [](const Request& r) { return shapeToString(r.shape); }},
+      {"numbers of dimensions", row_shape,
+       [](const Request& r) { return std::to_string(r.shape.size()); }},
+      {"dimensions after the first", row_shape,
+       [](const Request& r) { return dimsAfterFirst(r.shape); }},
+      {"groups", type == OpType::kAllreduce,
+       [](const Request& r) {
+         return "(id " + std::to_string(r.group_id) + ", size " + std::to_string(r.group_size) +
+                ")";
+       }},
+  };
+  for (const Rule& rule : rules) {
+    if (!rule.applies) continue;
+    std::string diff = differences(by_rank, rule.render);
+    if (!diff.empty()) return mismatch(rule.what, diff);
+  }
+  if (!joined.empty() && !reduction && type != OpType::kBarrier) {
+    std::ostringstream ranks;
+    for (size_t i = 0; i < joined.size(); ++i) ranks << (i ? ", " : "") << joined[i];
+    return errorResponse({name}, type, StatusCode::kInvalidArgument,
+                         head + "ranks [" + ranks.str() +
+                             "] have joined (join()); only allreduce, reducescatter and barrier "
+                             "can run while ranks have joined");
+  }
+
+  Response resp;
+  resp.type = type;
+  resp.names = {name};
+  resp.dtype = first->dtype;
+  resp.reduce_op = first->reduce_op;
+  resp.prescale = first->prescale;
+  resp.postscale = first->postscale;
+  resp.root = first->root;
+  resp.device = first->device;
+  switch (type) {
+    case OpType::kAllreduce:
+    case OpType::kBroadcast:
+      resp.sizes = {numElements(first->shape)};
+      break;
+    case OpType::kReducescatter:
+      resp.sizes = {numElements(first->shape), rowElements(first->shape)};
+      break;
+    case OpType::kAllgather:
+      for (const Request* r : by_rank) resp.sizes.push_back(r->shape[0]);
+      resp.sizes.push_back(rowElements(first->shape));
+      break;
+    case OpType::kAlltoall:
+      for (const Request* r : by_rank) {
+        for (int p = 0; p < size; ++p) {
+          resp.sizes.push_back(r->splits.empty() ? r->shape[0] / size : r->splits[p]);
+        }
+      }
+      resp.sizes.push_back(rowElements(first->shape));
+      break;
+    default:
+      break;
+  }
+  if (reduction || type == OpType::kBarrier) resp.joined_ranks = joined;
+  return resp;
+}
+
+}  // namespace tutti

@@ -1,0 +1,248 @@
+// The public Runtime (a thin forwarder) and the enqueue side of RuntimeImpl:
+// local validation, naming, handle creation, waking the background thread.
+// The background thread itself is in background_loop.cc.
+
+#include "coordinator/runtime.h"
+
+#include "coordinator/request_validation.h"
+#include "coordinator/runtime_impl.h"
+#include "core/logging.h"
+
+namespace tutti {
+
+// ---------------------------------------------------------------- RuntimeImpl
+
+RuntimeImpl::RuntimeImpl(const Settings& settings, BackendBundle bundle)
+    : settings_(settings),
+      rank_(settings.rank),
+      size_(settings.size),
+      transport_open_(true),
+      bundle_(std::move(bundle)),
+      cache_(settings.cache_capacity) {}
+
+RuntimeImpl::~RuntimeImpl() {
+  shutdown();
+}
+
+void RuntimeImpl::start() {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Status RuntimeImpl::shutdown() {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  shutdown_requested_ = true;
+  wake();
+  // The thread bounds its own shutdown by settings.timeout_seconds, also
+  // when peers are gone.
+  if (thread_.joinable()) thread_.join();
+  // Handles enqueued after the thread closed the queue were refused; any
+  // left (none expected) are completed here so that no wait hangs.
+  for (TensorEntry& e : queue_.close(Status::shutdown("tutti was shut down"))) {
+    handles_.complete(e.handle, Completion{Status::shutdown("'" + e.request.name +
+                                                            "' was pending when tutti shut down"),
+                                           false,
+                                           {},
+                                           {},
+                                           -1});
+  }
+  return Status::ok();
+}
+
+void RuntimeImpl::wake() {
+  std::lock_guard<std::mutex> lock(wake_mu_);
+  if (transport_open_) bundle_.transport->wake();
+}
+
+Request RuntimeImpl::makeRequest(OpType type, const TensorView& input, const OpOptions& options) {
+  Request r;
+  r.rank = rank_;
+  r.type = type;
+  // Generated even when validation fails below, so that the counter stays in
+  // step across ranks that issue the same calls.
+  r.name = options.name.empty()
+               ? std::string(opTypeName(type)) + ".noname." + std::to_string(name_counter_++)
+               : options.name;
+  r.dtype = input.dtype;
+  r.reduce_op = options.reduce_op;
+  r.shape = input.shape;
+  r.root = options.root;
+  r.prescale = options.prescale;
+  r.postscale = options.postscale;
+  r.splits = options.splits;
+  r.device = input.device;
+  return r;
+}
+
+Status RuntimeImpl::submit(std::vector<TensorEntry> entries, std::vector<Handle>* handles) {
+  handles->clear();
+  for (TensorEntry& e : entries) {
+    e.handle = handles_.create();
+    handles->push_back(e.handle);
+  }
+  Status st = queue_.add(std::move(entries));
+  if (!st.isOk()) {
+    for (Handle h : *handles) handles_.erase(h);
+    handles->clear();
+    return st;
+  }
+  wake();
+  return Status::ok();
+}
+
+Status RuntimeImpl::enqueue(OpType type, const TensorView& input, const TensorView* output,
+                            const OpOptions& options, Handle* handle) {
+  if (handle == nullptr) return Status::invalidArgument("handle must not be null");
+  TUTTI_RETURN_IF_ERROR(queue_.closedStatus());
+  TensorEntry entry;
+  entry.request = makeRequest(type, input, options);
+  TUTTI_RETURN_IF_ERROR(validateLocalRequest(entry.request, input, output, size_));
+  entry.input = input;
+  if (output != nullptr) entry.output = *output;
+  std::vector<Handle> handles;
+  std::vector<TensorEntry> entries;
+  entries.push_back(std::move(entry));
+  TUTTI_RETURN_IF_ERROR(submit(std::move(entries), &handles));
+  *handle = handles[0];
+  return Status::ok();
+}
+
+Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
+                                     const std::vector<TensorView>& outputs,
+                                     const OpOptions& options, std::vector<Handle>* handles) {
+  if (handles == nullptr) return Status::invalidArgument("handles must not be null");
+  TUTTI_RETURN_IF_ERROR(queue_.closedStatus());
+  if (inputs.size() != outputs.size() || inputs.empty()) {
+    return Status::invalidArgument("grouped allreduce: " + std::to_string(inputs.size()) +
+                                   " inputs and " + std::to_string(outputs.size()) +
+                                   " outputs; expected the same number, at least one");
+  }
+  const std::string base =
+      options.name.empty() ? "allreduce.noname." + std::to_string(name_counter_++) : options.name;
+  const int32_t group_id = group_counter_++;
+  std::vector<TensorEntry> entries;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    OpOptions o = options;
+    o.name = base + "." + std::to_string(i);
+    TensorEntry e;
+    e.request = makeRequest(OpType::kAllreduce, inputs[i], o);
+    e.request.group_id = group_id;
+    e.request.group_size = static_cast<int32_t>(inputs.size());
+    TUTTI_RETURN_IF_ERROR(validateLocalRequest(e.request, inputs[i], &outputs[i], size_));
+    e.input = inputs[i];
+    e.output = outputs[i];
+    entries.push_back(std::move(e));
+  }
+  return submit(std::move(entries), handles);
+}
+
+Status RuntimeImpl::barrier(Handle* handle) {
+  OpOptions o;
+  o.name = "__barrier." + std::to_string(barrier_counter_++);
+  return enqueue(OpType::kBarrier, TensorView{}, nullptr, o, handle);
+}
+
+Status RuntimeImpl::join(Handle* handle) {
+  OpOptions o;
+  o.name = "__join";  // one join in flight per rank; the controller answers "__join"
+  return enqueue(OpType::kJoin, TensorView{}, nullptr, o, handle);
+}
+
+// -------------------------------------------------------------------- Runtime
+
+Status Runtime::create(const Settings& settings, std::unique_ptr<Runtime>* out) {
+  if (out == nullptr) return Status::invalidArgument("Runtime::create: out must not be null");
+  if (settings.size < 1 || settings.rank < 0 || settings.rank >= settings.size) {
+    return Status::invalidArgument("rank " + std::to_string(settings.rank) +
+                                   " is out of range for size " + std::to_string(settings.size) +
+                                   " (TUTTI_RANK must be in [0, TUTTI_SIZE - 1])");
+  }
+  LogLevel level;
+  if (parseLogLevel(settings.log_level, &level)) setLogLevel(level);
+  BackendBundle bundle;
+  TUTTI_RETURN_IF_ERROR(connectBackend(settings, &bundle));
+  if (!bundle.transport || !bundle.backend) {
+    return Status::internal("connectBackend returned no transport or backend");
+  }
+  auto impl = std::make_unique<RuntimeImpl>(settings, std::move(bundle));
+  impl->start();
+  out->reset(new Runtime(std::move(impl)));
+  return Status::ok();
+}
+
+Runtime::Runtime(std::unique_ptr<RuntimeImpl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() = default;  // ~RuntimeImpl shuts down
+
+Status Runtime::shutdown() {
+  return impl_->shutdown();
+}
+int Runtime::rank() const {
+  return impl_->settings().rank;
+}
+int Runtime::size() const {
+  return impl_->settings().size;
+}
+int Runtime::localRank() const {
+  return impl_->settings().local_rank;
+}
+int Runtime::localSize() const {
+  return impl_->settings().local_size;
+}
+int Runtime::crossRank() const {
+  return impl_->settings().cross_rank;
+}
+int Runtime::crossSize() const {
+  return impl_->settings().cross_size;
+}
+const Settings& Runtime::settings() const {
+  return impl_->settings();
+}
+
+Status Runtime::allreduce(const TensorView& input, const TensorView& output,
+                          const OpOptions& options, Handle* handle) {
+  return impl_->enqueue(OpType::kAllreduce, input, &output, options, handle);
+}
+Status Runtime::groupedAllreduce(const std::vector<TensorView>& inputs,
+                                 const std::vector<TensorView>& outputs, const OpOptions& options,
+                                 std::vector<Handle>* handles) {
+  return impl_->groupedAllreduce(inputs, outputs, options, handles);
+}
+Status Runtime::allgather(const TensorView& input, const OpOptions& options, Handle* handle) {
+  return impl_->enqueue(OpType::kAllgather, input, nullptr, options, handle);
+}
+Status Runtime::broadcast(const TensorView& input, const TensorView& output,
+                          const OpOptions& options, Handle* handle) {
+  return impl_->enqueue(OpType::kBroadcast, input, &output, options, handle);
+}
+Status Runtime::alltoall(const TensorView& input, const OpOptions& options, Handle* handle) {
+  return impl_->enqueue(OpType::kAlltoall, input, nullptr, options, handle);
+}
+Status Runtime::reducescatter(const TensorView& input, const OpOptions& options, Handle* handle) {
+  return impl_->enqueue(OpType::kReducescatter, input, nullptr, options, handle);
+}
+Status Runtime::barrier(Handle* handle) {
+  return impl_->barrier(handle);
+}
+Status Runtime::join(Handle* handle) {
+  return impl_->join(handle);
+}
+
+bool Runtime::poll(Handle handle) const {
+  return impl_->handles().poll(handle);
+}
+Status Runtime::wait(Handle handle, double timeout_seconds) const {
+  return impl_->handles().wait(handle, timeout_seconds);
+}
+OwnedTensor* Runtime::output(Handle handle) const {
+  return impl_->handles().output(handle);
+}
+std::vector<int64_t> Runtime::receivedSplits(Handle handle) const {
+  return impl_->handles().receivedSplits(handle);
+}
+int Runtime::joinResult(Handle handle) const {
+  return impl_->handles().joinResult(handle);
+}
+Status Runtime::release(Handle handle) {
+  return impl_->handles().release(handle);
+}
+
+}  // namespace tutti

@@ -1,0 +1,112 @@
+#pragma once
+
+// RuntimeImpl: the one object that owns a rank's runtime state (handles,
+// tensor queue, connections, and the background thread's controller, cache,
+// fusion buffer and executor). Internal to coordinator/; the public face is
+// coordinator/runtime.h.
+//
+// Threading: the enqueue side (runtime.cc) runs on framework threads and
+// touches only handles_, queue_, the atomics and wake(). Everything else is
+// owned by the background thread (background_loop.cc), which also destroys
+// the connections when it exits. The protocol is described in
+// coordinator/controller.h.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/controller.h"
+#include "coordinator/executor.h"
+#include "coordinator/handle_table.h"
+#include "coordinator/response_cache.h"
+#include "coordinator/runtime.h"
+#include "coordinator/stall_inspector.h"
+#include "coordinator/tensor_queue.h"
+#include "core/settings.h"
+#include "ops/backend_registry.h"
+
+namespace tutti {
+
+class RuntimeImpl {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Takes a connected bundle (bundle.transport and .backend non-null).
+  RuntimeImpl(const Settings& settings, BackendBundle bundle);
+  ~RuntimeImpl();  // shutdown()
+  RuntimeImpl(const RuntimeImpl&) = delete;
+  RuntimeImpl& operator=(const RuntimeImpl&) = delete;
+
+  void start();  // starts the background thread
+  Status shutdown();
+  const Settings& settings() const { return settings_; }
+  HandleTable& handles() { return handles_; }
+  const HandleTable& handles() const { return handles_; }
+
+  // Enqueue side (any thread).
+  Status enqueue(OpType type, const TensorView& input, const TensorView* output,
+                 const OpOptions& options, Handle* handle);
+  Status groupedAllreduce(const std::vector<TensorView>& inputs,
+                          const std::vector<TensorView>& outputs, const OpOptions& options,
+                          std::vector<Handle>* handles);
+  Status barrier(Handle* handle);
+  Status join(Handle* handle);
+
+ private:
+  // Enqueue helpers (runtime.cc).
+  Request makeRequest(OpType type, const TensorView& input, const OpOptions& options);
+  Status submit(std::vector<TensorEntry> entries, std::vector<Handle>* handles);
+  void wake();
+
+  // Background thread (background_loop.cc).
+  void loop();
+  Status runLoop();
+  Clock::time_point nextDeadline(Clock::time_point now) const;
+  Status rank0Round(std::vector<ControlMessage>& messages, Clock::time_point now, bool* done);
+  Status workerRound(std::vector<ControlMessage>& messages, Clock::time_point now, bool* done);
+  Status sendResponses(std::vector<Response> responses, bool shutdown);
+  Status executeList(const ResponseList& list);
+  void cacheExecuted(const Response& response, const std::vector<TensorEntry>& taken,
+                     const std::vector<const TensorEntry*>& present);
+  void abort(const Status& status);
+  void finishShutdown();
+  void closeConnections();
+
+  const Settings settings_;
+  const int rank_;
+  const int size_;
+
+  // Shared with enqueueing threads.
+  HandleTable handles_;
+  TensorQueue queue_;
+  std::atomic<bool> shutdown_requested_{false};
+  std::atomic<int64_t> name_counter_{0};
+  std::atomic<int64_t> barrier_counter_{0};
+  std::atomic<int32_t> group_counter_{0};
+  std::mutex wake_mu_;  // guards the transport's lifetime against wake()
+  bool transport_open_ = false;
+  std::mutex shutdown_mu_;  // serialises shutdown() callers
+  std::thread thread_;
+
+  // Background thread only.
+  BackendBundle bundle_;
+  std::unique_ptr<Executor> executor_;
+  ResponseCache cache_;
+  std::unique_ptr<Controller> controller_;  // rank 0
+  std::unique_ptr<StallInspector> stall_;   // rank 0
+  std::vector<Response> held_;              // rank 0: decided, waiting for the cycle time
+  Clock::time_point held_since_;
+  bool shutdown_started_ = false;
+  bool shutdown_sent_ = false;
+  bool closing_ = false;  // the shutdown ResponseList went out / came in
+  Clock::time_point shutdown_deadline_;
+  std::vector<bool> acked_;  // rank 0: workers that acked the shutdown list
+  int acked_count_ = 0;
+};
+
+}  // namespace tutti

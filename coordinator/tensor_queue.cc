@@ -1,0 +1,59 @@
+#include "coordinator/tensor_queue.h"
+
+#include <unordered_set>
+
+namespace tutti {
+
+Status TensorQueue::add(std::vector<TensorEntry> entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return *closed_;
+  std::unordered_set<std::string> seen;
+  for (const TensorEntry& e : entries) {
+    const std::string& name = e.request.name;
+    if (in_flight_.count(name) || !seen.insert(name).second) {
+      return Status::duplicateName(std::string(opTypeName(e.request.type)) + " '" + name +
+                                   "': a tensor of that name is already in flight on this rank; "
+                                   "wait for it before reusing the name");
+    }
+  }
+  for (TensorEntry& e : entries) {
+    new_requests_.push_back(e.request);
+    std::string name = e.request.name;
+    in_flight_.emplace(std::move(name), std::move(e));
+  }
+  return Status::ok();
+}
+
+std::vector<Request> TensorQueue::takeNewRequests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Request> out;
+  out.swap(new_requests_);
+  return out;
+}
+
+bool TensorQueue::take(const std::string& name, TensorEntry* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(name);
+  if (it == in_flight_.end()) return false;
+  *out = std::move(it->second);
+  in_flight_.erase(it);
+  return true;
+}
+
+std::vector<TensorEntry> TensorQueue::close(const Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_) closed_ = status;
+  std::vector<TensorEntry> out;
+  out.reserve(in_flight_.size());
+  for (auto& [name, entry] : in_flight_) out.push_back(std::move(entry));
+  in_flight_.clear();
+  new_requests_.clear();
+  return out;
+}
+
+Status TensorQueue::closedStatus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_ ? *closed_ : Status::ok();
+}
+
+}  // namespace tutti
