@@ -1,0 +1,215 @@
+// CASES.md 21-22: a SIGKILLed rank and a rank that never submits, with ranks
+// as forked processes (support/process_harness).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "tests/support/host_tensor.h"
+#include "tests/support/op_checks.h"
+#include "tests/support/process_harness.h"
+
+namespace tutti {
+namespace test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// An allreduce of x + r checked in the child; false (and a failed check) on error.
+bool warmupAllreduce(Runtime& rt, ProcessRank& self) {
+  HostTensor in(DataType::kFloat32, {100});
+  HostTensor out(DataType::kFloat32, {100});
+  in.fill([&](int64_t i) { return i + rt.rank(); });
+  OpOptions opts;
+  opts.name = "warmup";
+  Status st =
+      runOpStatus(rt, [&](Handle* h) { return rt.allreduce(in.view(), out.view(), opts, h); });
+  if (!self.check(st.isOk(), "warmup allreduce: " + st.toString())) return false;
+  const double size = rt.size();
+  return self.check(elementsMatch(out, [&](int64_t i) { return size * i + size * (size - 1) / 2; }),
+                    "warmup allreduce result");
+}
+
+std::string describeAll(const std::vector<ProcessResult>& results) {
+  std::string out;
+  for (const auto& r : results) out += r.describe() + "\n";
+  return out;
+}
+
+// "rank 2", "ranks 2", "rank(s): 2", ...
+bool namesRank(const std::string& text, int rank) {
+  return std::regex_search(text, std::regex("rank[^0-9]{0,12}\\b" + std::to_string(rank) + "\\b"));
+}
+
+// ---- 21. a rank is SIGKILLed while the others wait in an allreduce -------------------
+constexpr double kPeerTimeoutSeconds = 5;
+
+using KillParam = std::tuple<int, int>;  // world size, killed rank
+
+class PeerLostTest : public ::testing::TestWithParam<KillParam> {};
+
+TEST_P(PeerLostTest, SurvivorsFailWithPeerLostNamingTheRankAndExitCleanly) {
+  const auto [size, victim] = GetParam();
+  ClusterOptions options;
+  options.timeout_seconds = kPeerTimeoutSeconds;
+  ProcessPlan plan;
+  plan.kill_rank = victim;
+  plan.kill_delay_seconds = 0.3;  // the survivors are inside wait() by then
+  plan.deadline_seconds = 60;
+  plan.require_clean_shutdown = false;  // shutdown after a lost peer may report it
+  auto body = [victim = victim](Runtime& rt, ProcessRank& self) {
+    if (!warmupAllreduce(rt, self)) return;
+    if (rt.rank() == victim) {
+      self.signalReady();
+      std::this_thread::sleep_for(std::chrono::seconds(120));  // SIGKILLed here
+      return;
+    }
+    HostTensor in(DataType::kFloat32, {4096});
+    HostTensor out(DataType::kFloat32, {4096});
+    OpOptions opts;
+    opts.name = "doomed";
+    Handle h = -1;
+    Status st = rt.allreduce(in.view(), out.view(), opts, &h);
+    if (!self.check(st.isOk(), "enqueue of doomed: " + st.toString())) return;
+    self.signalReady();
+    const auto start = Clock::now();
+    st = rt.wait(h, 4 * kPeerTimeoutSeconds);
+    const double waited = secondsSince(start);
+    self.check(st.code() == StatusCode::kPeerLost,
+               "doomed: expected 'peer lost', got " + st.toString());
+    self.check(namesRank(st.message(), victim), "doomed: message does not name rank " +
+                                                    std::to_string(victim) + ": " + st.message());
+    self.check(waited <= 2 * kPeerTimeoutSeconds + 1,
+               "doomed failed after " + std::to_string(waited) + " s, more than twice the " +
+                   std::to_string(kPeerTimeoutSeconds) + " s timeout");
+    if (rt.poll(h)) rt.release(h);
+    // Once a peer is lost, new ops fail too (at enqueue or on their handle).
+    Handle later = -1;
+    Status enq = rt.allreduce(in.view(), out.view(), named("after_loss"), &later);
+    Status later_status = enq.isOk() ? rt.wait(later, 4 * kPeerTimeoutSeconds) : enq;
+    self.check(
+        later_status.code() == StatusCode::kPeerLost,
+        "an op enqueued after the loss: expected 'peer lost', got " + later_status.toString());
+  };
+  const auto results = runProcessRanks(size, body, options, plan);
+  ASSERT_EQ(static_cast<int>(results.size()), size);
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.describe());
+    EXPECT_FALSE(r.timed_out);
+    if (r.rank == victim) {
+      EXPECT_EQ(r.term_signal, 9) << "the victim was not the one killed";
+      continue;
+    }
+    EXPECT_TRUE(r.exited) << "a survivor did not exit normally";
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_GE(r.seconds_after_kill, 0);
+    EXPECT_LE(r.seconds_after_kill, 2 * kPeerTimeoutSeconds + 5)
+        << "a survivor took too long to fail and exit after the kill";
+  }
+}
+
+std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
+  return "size" + std::to_string(std::get<0>(info.param)) + "_kill" +
+         std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PeerLostTest,
+                         ::testing::Values(KillParam{3, 2}, KillParam{3, 0}, KillParam{2, 1}),
+                         killName);
+
+// ---- 22. a rank never submits a tensor the others submitted ----------------------------
+using StallParam = std::tuple<int, int>;  // world size, rank that never submits
+
+class StallTest : public ::testing::TestWithParam<StallParam> {};
+
+// The message part of tutti log lines ("[tutti WARNING rank 0 file.cc:12] msg")
+// of level `level` that contain `needle`.
+std::vector<std::string> logMessages(const std::string& log, const std::string& level,
+                                     const std::string& needle) {
+  std::vector<std::string> found;
+  std::istringstream lines(log);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("[tutti " + level, 0) != 0) continue;
+    const size_t end = line.find("] ");
+    if (end == std::string::npos) continue;
+    const std::string message = line.substr(end + 2);
+    if (message.find(needle) != std::string::npos) found.push_back(message);
+  }
+  return found;
+}
+
+TEST_P(StallTest, WarningNamesTensorAndMissingRanksThenOpFailsOnSubmitters) {
+  const auto [size, missing] = GetParam();
+  ClusterOptions options;
+  options.stall_check_time_seconds = 1;
+  options.stall_shutdown_time_seconds = 2;
+  ProcessPlan plan;
+  plan.deadline_seconds = 60;
+  plan.require_clean_shutdown = false;
+  auto body = [missing = missing](Runtime& rt, ProcessRank& self) {
+    if (!warmupAllreduce(rt, self)) return;
+    if (rt.rank() == missing) {
+      // Never submits; stays alive until the submitters have failed.
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      return;
+    }
+    HostTensor in(DataType::kFloat32, {64});
+    HostTensor out(DataType::kFloat32, {64});
+    OpOptions opts;
+    opts.name = "stalled_grad";
+    Handle h = -1;
+    Status st = rt.allreduce(in.view(), out.view(), opts, &h);
+    if (!self.check(st.isOk(), "enqueue: " + st.toString())) return;
+    const auto start = Clock::now();
+    st = rt.wait(h, 20);
+    const double waited = secondsSince(start);
+    self.check(st.code() == StatusCode::kStalled, "expected 'stalled', got " + st.toString());
+    self.check(st.message().find("stalled_grad") != std::string::npos,
+               "the stalled error does not name the tensor: " + st.message());
+    self.check(waited >= 1.5,
+               "failed after " + std::to_string(waited) + " s, before the 2 s stall shutdown time");
+    self.check(waited <= 10, "failed only after " + std::to_string(waited) + " s");
+  };
+  const auto results = runProcessRanks(size, body, options, plan);
+  ASSERT_EQ(static_cast<int>(results.size()), size);
+  // The warning may come from any rank (the coordinator, most likely); the
+  // log prefix, which names the logging rank, is not searched.
+  std::string all_logs;
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.describe());
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0);
+    all_logs += r.stderr_text;
+  }
+  const auto warnings = logMessages(all_logs, "WARNING", "stalled_grad");
+  ASSERT_FALSE(warnings.empty()) << "no WARNING naming stalled_grad in any rank's log:\n"
+                                 << describeAll(results);
+  bool names_missing = false;
+  for (const auto& w : warnings) names_missing = names_missing || namesRank(w, missing);
+  EXPECT_TRUE(names_missing) << "no stall warning names missing rank " << missing << ":\n"
+                             << describeAll(results);
+}
+
+std::string stallName(const ::testing::TestParamInfo<StallParam>& info) {
+  return "size" + std::to_string(std::get<0>(info.param)) + "_missing" +
+         std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, StallTest, ::testing::Values(StallParam{3, 2}, StallParam{3, 0}),
+                         stallName);
+
+}  // namespace
+}  // namespace test
+}  // namespace tutti
