@@ -1,0 +1,283 @@
+// Connection setup of TcpTransport: listen, publish the address, connect to
+// lower ranks, accept from higher ranks, authenticate and say hello. All of
+// it runs asynchronously on io_, driven by connectAll() on the calling
+// thread, so that slow peers in either direction never serialise the rest.
+
+#include <cstring>
+#include <sstream>
+
+#include "core/logging.h"
+#include "ops/tcp/asio_util.h"
+#include "ops/tcp/tcp_transport_impl.h"
+
+namespace tutti {
+
+using boost::system::error_code;
+
+namespace {
+
+constexpr auto kRetryDelay = std::chrono::milliseconds(100);
+// How long to look up an address that should already be in the store.
+constexpr auto kProbeTimeout = std::chrono::milliseconds(200);
+constexpr int kSocketBufferBytes = 8 << 20;
+
+std::string addrKey(int rank) {
+  return "rank/" + std::to_string(rank) + "/addr";
+}
+
+std::string joinRanks(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  out << (ranks.size() == 1 ? "rank " : "ranks ");
+  for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
+  return out.str();
+}
+
+void tuneSocket(tcp::socket& sock) {
+  error_code ec;  // best effort: the kernel may cap or refuse the sizes
+  sock.set_option(tcp::no_delay(true), ec);
+  sock.set_option(asio::socket_base::send_buffer_size(kSocketBufferBytes), ec);
+  sock.set_option(asio::socket_base::receive_buffer_size(kSocketBufferBytes), ec);
+}
+
+}  // namespace
+
+Status TcpTransportImpl::listen(tcp::endpoint* bound) {
+  error_code ec;
+  tcp::endpoint ep(asio::ip::address_v4::any(), 0);
+  if (!hostname_.empty()) {
+    tcp::resolver resolver(io_);
+    auto results = resolver.resolve(hostname_, "0", ec);
+    if (ec || results.empty()) {
+      return Status::ioError("rank " + std::to_string(rank_) + ": cannot resolve TUTTI_HOSTNAME '" +
+                             hostname_ + "': " + ec.message());
+    }
+    ep = tcp::endpoint(results.begin()->endpoint().address(), 0);
+  }
+  acceptor_ = std::make_unique<tcp::acceptor>(io_);
+  acceptor_->open(ep.protocol(), ec);
+  if (!ec) acceptor_->bind(ep, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) *bound = acceptor_->local_endpoint(ec);
+  if (ec) {
+    return Status::ioError("rank " + std::to_string(rank_) + ": cannot listen on " +
+                           ep.address().to_string() + ": " + ec.message());
+  }
+  return Status::ok();
+}
+
+Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_host) {
+  const auto timeout =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  setup_deadline_ = Clock::now() + timeout;
+  key_ = auth::deriveKey(secret_);
+
+  tcp::endpoint bound;
+  TUTTI_RETURN_IF_ERROR(listen(&bound));
+  std::string host = !hostname_.empty()        ? hostname_
+                     : !advertise_host.empty() ? advertise_host
+                                               : std::string("127.0.0.1");
+  std::string me = host + ":" + std::to_string(bound.port());
+  TUTTI_RETURN_IF_ERROR(store.set(addrKey(rank_), std::vector<uint8_t>(me.begin(), me.end())));
+
+  // Addresses of the lower ranks (they publish before connecting anywhere).
+  std::vector<std::string> addrs(rank_);
+  std::vector<int> missing;
+  for (int j = 0; j < rank_; ++j) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(setup_deadline_ - Clock::now());
+    if (!missing.empty() || left < kProbeTimeout) left = kProbeTimeout;
+    std::vector<uint8_t> v;
+    Status st = store.get(addrKey(j), left, &v);
+    if (st.code() == StatusCode::kTimeout) {
+      missing.push_back(j);
+      continue;
+    }
+    TUTTI_RETURN_IF_ERROR(st);
+    addrs[j].assign(v.begin(), v.end());
+  }
+  if (!missing.empty()) {
+    std::ostringstream msg;
+    msg << "rank " << rank_ << ": " << joinRanks(missing)
+        << " never published their address within " << timeout_s_ << " s";
+    return Status::timeout(msg.str());
+  }
+
+  expected_ = (rank_ == 0 ? 2 * (size_ - 1) : (size_ - 1) + 1);
+  if (rank_ < size_ - 1) acceptNext();
+  for (int j = 0; j < rank_; ++j) {
+    startOutgoing(j, Channel::kData, addrs[j]);
+    if (j == 0) startOutgoing(0, Channel::kControl, addrs[0]);
+  }
+  bool done = tcp_util::driveUntil(
+      io_, [&] { return connected_ == expected_ || !setup_error_.isOk(); }, setup_deadline_);
+  error_code ec;
+  acceptor_->close(ec);
+  tcp_util::drainReady(io_);
+  acceptor_.reset();
+  if (!setup_error_.isOk()) return setup_error_;
+  if (!done) return describeMissing(store);
+
+  const auto now = Clock::now();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    peers_[r].last_progress = now;
+    if (peers_[r].ctrl) startCtrlRead(r);
+  }
+  TUTTI_LOG(kDebug) << "rank " << rank_ << ": connected to " << size_ - 1 << " peers";
+  return Status::ok();
+}
+
+Status TcpTransportImpl::describeMissing(Store& store) {
+  std::vector<int> unpublished;
+  std::vector<std::string> other;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const Peer& p = peers_[r];
+    bool need_ctrl = (rank_ == 0 || r == 0);
+    if (p.data && (!need_ctrl || p.ctrl)) continue;
+    if (r < rank_) {
+      other.push_back("could not connect to rank " + std::to_string(r) +
+                      (last_connect_error_[r].empty() ? "" : " (" + last_connect_error_[r] + ")"));
+      continue;
+    }
+    std::vector<uint8_t> v;
+    if (store.get(addrKey(r), kProbeTimeout, &v).isOk()) {
+      other.push_back("rank " + std::to_string(r) + " published its address but never connected");
+    } else {
+      unpublished.push_back(r);
+    }
+  }
+  std::ostringstream msg;
+  msg << "rank " << rank_ << ": connecting to the job timed out after " << timeout_s_ << " s";
+  if (!unpublished.empty())
+    msg << "; " << joinRanks(unpublished) << " never published their address";
+  for (auto& o : other) msg << "; " << o;
+  return Status::timeout(msg.str());
+}
+
+void TcpTransportImpl::startOutgoing(int peer, Channel kind, const std::string& addr) {
+  std::string host;
+  int port = 0;
+  if (!tcp_util::splitHostPort(addr, &host, &port)) {
+    setup_error_ =
+        Status::ioError("rank " + std::to_string(rank_) + ": rank " + std::to_string(peer) +
+                        " published a malformed address '" + addr + "'");
+    return;
+  }
+  tcp::resolver resolver(io_);
+  error_code ec;
+  auto endpoints = resolver.resolve(host, std::to_string(port), ec);
+  if (ec || endpoints.empty()) {
+    setup_error_ =
+        Status::ioError("rank " + std::to_string(rank_) + ": cannot resolve rank " +
+                        std::to_string(peer) + "'s address " + addr + ": " + ec.message());
+    return;
+  }
+  connectAttempt(peer, kind, std::make_shared<tcp::socket>(io_), endpoints);
+}
+
+void TcpTransportImpl::connectAttempt(int peer, Channel kind, std::shared_ptr<tcp::socket> sock,
+                                      tcp::resolver::results_type endpoints) {
+  asio::async_connect(*sock, endpoints, [=](const error_code& ec, const tcp::endpoint&) {
+    if (!setup_error_.isOk()) return;
+    if (ec) {
+      // The peer listens before it publishes, so this is rare; retry anyway.
+      last_connect_error_[peer] = ec.message();
+      auto timer = std::make_shared<asio::steady_timer>(io_, kRetryDelay);
+      timer->async_wait([=](const error_code&) {
+        (void)timer;
+        if (Clock::now() < setup_deadline_) {
+          connectAttempt(peer, kind, std::make_shared<tcp::socket>(io_), endpoints);
+        }
+      });
+      return;
+    }
+    tuneSocket(*sock);
+    auth::asyncHandshake(*sock, auth::Role::kClient, key_, setup_deadline_, [=](Status st) {
+      if (!st.isOk()) {
+        if (setup_error_.isOk()) {
+          setup_error_ =
+              Status(st.code(), "rank " + std::to_string(rank_) + ": connection to rank " +
+                                    std::to_string(peer) + " refused: " + st.message());
+        }
+        return;
+      }
+      auto hello = std::make_shared<std::array<uint8_t, kHelloBytes>>();
+      int32_t r = rank_, n = size_;
+      std::memcpy(hello->data(), &kHelloMagic, 4);
+      std::memcpy(hello->data() + 4, &r, 4);
+      std::memcpy(hello->data() + 8, &n, 4);
+      (*hello)[12] = static_cast<uint8_t>(kind);
+      asio::async_write(*sock, asio::buffer(*hello), [=](const error_code& wec, size_t) {
+        (void)hello;
+        if (wec) {
+          last_connect_error_[peer] = "hello failed: " + wec.message();
+          return;
+        }
+        install(peer, kind, sock);
+      });
+    });
+  });
+}
+
+void TcpTransportImpl::acceptNext() {
+  auto sock = std::make_shared<tcp::socket>(io_);
+  acceptor_->async_accept(*sock, [this, sock](const error_code& ec) {
+    if (ec == asio::error::operation_aborted || !acceptor_ || !acceptor_->is_open()) return;
+    acceptNext();
+    if (ec) {
+      TUTTI_LOG(kWarning) << "rank " << rank_ << ": accept failed: " << ec.message();
+      return;
+    }
+    tuneSocket(*sock);
+    auth::asyncHandshake(
+        *sock, auth::Role::kServer, key_, setup_deadline_, [this, sock](Status st) {
+          if (!st.isOk()) return;  // logged and closed; keep waiting for the real peer
+          auto hello = std::make_shared<std::array<uint8_t, kHelloBytes>>();
+          asio::async_read(
+              *sock, asio::buffer(*hello), [this, sock, hello](const error_code& rec, size_t) {
+                const std::string remote = tcp_util::remoteString(*sock);
+                if (rec) {
+                  TUTTI_LOG(kWarning) << "rank " << rank_ << ": no hello from " << remote << ": "
+                                      << rec.message() << "; connection dropped";
+                  return tcp_util::closeQuietly(*sock);
+                }
+                uint32_t magic = 0;
+                int32_t r = -1, n = -1;
+                std::memcpy(&magic, hello->data(), 4);
+                std::memcpy(&r, hello->data() + 4, 4);
+                std::memcpy(&n, hello->data() + 8, 4);
+                auto kind = static_cast<Channel>((*hello)[12]);
+                if (magic == kHelloMagic && n != size_ && setup_error_.isOk()) {
+                  setup_error_ = Status::invalidArgument(
+                      "rank " + std::to_string(rank_) + ": rank " + std::to_string(r) + " at " +
+                      remote + " belongs to a job of " + std::to_string(n) +
+                      " ranks, this one has " + std::to_string(size_));
+                  return tcp_util::closeQuietly(*sock);
+                }
+                bool ok = magic == kHelloMagic && r > rank_ && r < size_ &&
+                          (kind == Channel::kData || (kind == Channel::kControl && rank_ == 0));
+                Peer* p = ok ? &peers_[r] : nullptr;
+                if (p && ((kind == Channel::kData && p->data) ||
+                          (kind == Channel::kControl && p->ctrl))) {
+                  ok = false;  // duplicate
+                }
+                if (!ok) {
+                  TUTTI_LOG(kWarning)
+                      << "rank " << rank_ << ": bad hello (rank " << r << ", kind "
+                      << static_cast<int>(kind) << ") from " << remote << "; connection dropped";
+                  return tcp_util::closeQuietly(*sock);
+                }
+                install(r, kind, sock);
+              });
+        });
+  });
+}
+
+void TcpTransportImpl::install(int peer, Channel kind, std::shared_ptr<tcp::socket> sock) {
+  Peer& p = peers_[peer];
+  (kind == Channel::kData ? p.data : p.ctrl) = std::move(sock);
+  ++connected_;
+}
+
+}  // namespace tutti

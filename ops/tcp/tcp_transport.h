@@ -1,0 +1,68 @@
+#pragma once
+
+// Transport (ops/transport.h) over TCP with Boost.Asio: a full mesh of one
+// authenticated data socket per peer pair, plus one control socket between
+// rank 0 and each worker.
+//
+// Ownership: the transport owns its sockets and one io_context; it starts no
+// threads. Destroying it closes every connection (peers see "rank R closed
+// its connection").
+//
+// Threading: one thread at a time (the runtime's background thread) except
+// wake(), which any thread may call. Progress happens only inside
+// wait()/waitAll()/pollControl() on the calling thread, which sleeps in epoll
+// until bytes move, a deadline passes or wake() is called: an idle transport
+// uses no CPU.
+//
+// Timeouts (settings.timeout_seconds, in seconds): connect() as a whole; and
+// while waiting, no byte moving on an op's connection for that long is
+// kPeerLost "rank R: no progress for T s".
+//
+// Errors: EOF or reset on any connection is kPeerLost naming the rank; after
+// the first kPeerLost the transport is broken and every call returns it.
+// pollControl() clears `out` and fills it with the messages that arrived.
+
+#include <memory>
+#include <string>
+
+#include "core/settings.h"
+#include "core/store.h"
+#include "ops/transport.h"
+
+namespace tutti {
+
+class TcpTransportImpl;
+
+class TcpTransport : public Transport {
+ public:
+  // Blocking connection setup, at most settings.timeout_seconds:
+  //  1. listen on an ephemeral port (bind settings.hostname, or 0.0.0.0);
+  //  2. publish "rank/<r>/addr" = "host:port" in `store`, host =
+  //     settings.hostname if set, else `advertise_host` (the local address of
+  //     the route to the rendezvous server; "127.0.0.1" if empty);
+  //  3. connect to every rank j < r, accept from every j > r; every
+  //     connection is authenticated with settings.secret, then says hello.
+  // Size 1: no sockets, the store is not used. Errors: kTimeout naming the
+  // ranks that never published their address or never connected; kIoError
+  // for bind/resolve/authentication failures; kInvalidArgument for a peer
+  // that disagrees on the job size.
+  static Status connect(const Settings& settings, Store& store, const std::string& advertise_host,
+                        std::unique_ptr<TcpTransport>* out);
+  ~TcpTransport() override;
+
+  int rank() const override;
+  int size() const override;
+  OpId postSend(int peer, const void* data, size_t bytes) override;
+  OpId postRecv(int peer, void* data, size_t bytes) override;
+  Status wait(OpId id) override;
+  Status waitAll() override;
+  Status sendControl(int peer, std::vector<uint8_t> bytes) override;
+  Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) override;
+  void wake() override;
+
+ private:
+  explicit TcpTransport(std::unique_ptr<TcpTransportImpl> impl);
+  std::unique_ptr<TcpTransportImpl> impl_;
+};
+
+}  // namespace tutti
