@@ -12,11 +12,12 @@
 namespace tutti {
 
 struct BackendBundle {
-  std::unique_ptr<Transport> transport;  // negotiation control channel (+ data for tcp)
-  std::unique_ptr<Backend> backend;      // collectives; may reference *transport
   // Whatever else must live as long as the connection (rank 0's rendezvous
-  // server when the job was started without tuttirun). Destroyed last.
+  // server when the job was started without tuttirun). Declared first, so
+  // destroyed last.
   std::shared_ptr<void> keepalive;
+  std::unique_ptr<Transport> transport;  // negotiation control channel (+ data for tcp)
+  std::unique_ptr<Backend> backend;      // collectives; may reference *transport; destroyed first
 };
 
 // Rendezvous and connect every rank of the job (blocking, at most
