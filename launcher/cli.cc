@@ -1,0 +1,305 @@
+#include "launcher/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "core/settings.h"
+#include "tutti/config.h"
+
+namespace tutti {
+namespace launcher {
+namespace {
+
+struct SettingFlag {
+  const char* flag;
+  const char* setting;
+  double scale;  // flag value × scale = setting value (1: passed through as text)
+  const char* unit;
+  const char* help;
+};
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+const SettingFlag kSettingFlags[] = {
+    {"--fusion-threshold-mb", "TUTTI_FUSION_THRESHOLD_BYTES", kMiB, "MB",
+     "fusion buffer size in MiB; 0 disables fusion (default 4)"},
+    {"--cycle-time-ms", "TUTTI_CYCLE_TIME_MS", 1, "MS",
+     "milliseconds to wait before each negotiation round (default 0: start at once)"},
+    {"--cache-capacity", "TUTTI_CACHE_CAPACITY", 1, "N",
+     "entries in the response cache; 0 disables it (default 1024)"},
+    {"--timeout-seconds", "TUTTI_TIMEOUT_SECONDS", 1, "S",
+     "seconds without progress from a peer before it is declared lost (default 30)"},
+    {"--stall-check-warning-time-seconds", "TUTTI_STALL_CHECK_TIME_SECONDS", 1, "S",
+     "seconds before a tensor missing on some ranks is reported as stalled; 0: never (default 60)"},
+    {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS", 1, "S",
+     "seconds after which stalled ops fail on every rank; 0: they only warn (default 0)"},
+    {"--backend", "TUTTI_BACKEND", 1, "NAME", "collective backend (default tcp)"},
+    {"--log-level", "TUTTI_LOG_LEVEL", 1, "LEVEL",
+     "trace, debug, info, warning or error, for the ranks and tuttirun (default warning)"},
+};
+
+const SettingFlag* findFlag(const std::string& flag) {
+  for (const auto& f : kSettingFlags) {
+    if (flag == f.flag) return &f;
+  }
+  return nullptr;
+}
+
+std::string formatDouble(double v) {
+  std::ostringstream out;
+  out.precision(12);
+  out << v;
+  return out.str();
+}
+
+const char* kFooter = R"(
+The command runs once per rank with TUTTI_RANK, TUTTI_SIZE, TUTTI_LOCAL_RANK,
+TUTTI_LOCAL_SIZE, TUTTI_CROSS_RANK, TUTTI_CROSS_SIZE, the rendezvous address
+and a per-job secret in its environment. Ranks fill the hosts in order. Unless
+set, OMP_NUM_THREADS = max(1, cores / ranks on the host). Remote ranks start
+through ssh in the same working directory, with tuttirun's environment.
+
+Examples:
+  tuttirun -np 4 python3 train.py
+  tuttirun -np 8 -H a:4,b:4 ./trainer --epochs 3
+  tuttirun --hostfile hosts.txt -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO ./trainer
+  (hosts.txt: one 'host slots=N' per line, '#' starts a comment)
+
+Exit codes:
+  0        every rank exited with code 0
+  1        a rank exited with a non-zero code or was killed by a signal
+  2        bad command line or flag value
+  3        the job could not start (spawn, ssh or rendezvous server failed)
+  4        ranks did not reach the rendezvous within --start-timeout
+  128+N    tuttirun received signal N (130: SIGINT, 143: SIGTERM)
+)";
+
+// CLI11's usage line does not know that a command follows the options.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: tuttirun [options] [-np N] [-H HOST:SLOTS,...] [--] command [args...]\n";
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> settingFlags() {
+  std::vector<std::string> out;
+  for (const auto& f : kSettingFlags) out.push_back(f.flag);
+  return out;
+}
+
+Status settingFromFlag(const std::string& flag, const std::string& value,
+                       std::pair<std::string, std::string>* setting) {
+  const SettingFlag* f = findFlag(flag);
+  if (f == nullptr) return Status::invalidArgument(flag + ": not a settings flag");
+  const SettingSpec* spec = findSettingSpec(f->setting);
+  if (spec == nullptr) return Status::internal(std::string(f->setting) + " is not in the registry");
+  std::string converted = value;
+  Status st;
+  if (f->scale != 1) {
+    char* end = nullptr;
+    double v = std::strtod(value.c_str(), &end);
+    bool number = !value.empty() && *end == '\0' && std::isfinite(v);
+    if (number) {
+      converted = std::to_string(std::llround(v * f->scale));
+      st = validateSetting(*spec, converted);
+    }
+    if (!number || !st.isOk()) {
+      return Status::invalidArgument(flag + " " + value + ": expected a number in [" +
+                                     formatDouble(spec->min / f->scale) + ", " +
+                                     formatDouble(spec->max / f->scale) + "] (" + f->help + ")");
+    }
+  } else {
+    st = validateSetting(*spec, value);
+    if (!st.isOk()) {
+      // "TUTTI_X=v: expected ..." → "--flag v: expected ..."
+      std::string msg = st.message();
+      size_t at = msg.find(": expected");
+      std::string rest = at == std::string::npos ? ": " + msg : msg.substr(at);
+      return Status::invalidArgument(flag + " " + value + rest);
+    }
+  }
+  *setting = {f->setting, converted};
+  return Status::ok();
+}
+
+std::string versionText() {
+  return std::string("tuttirun (tutti) ") + TUTTI_VERSION_STRING + "\n";
+}
+
+std::string checkBuildText() {
+  auto line = [](bool built, const char* name, const std::string& note) {
+    return std::string("  [") + (built ? "X" : " ") + "] " + name + note + "\n";
+  };
+  auto found = [](int f) {
+    return std::string(f ? " (found at configure time)" : " (not found at configure time)");
+  };
+  std::string out = versionText();
+  out += "Available backends:\n";
+  out += line(true, "tcp", "");
+  out += line(false, "mpi", ": not built" + found(TUTTI_FOUND_MPI));
+  out += line(false, "nccl", ": not built" + found(TUTTI_FOUND_NCCL));
+  out += "Available features:\n";
+  out += line(false, "cuda", ": not built" + found(TUTTI_FOUND_CUDA));
+  out += line(true, "ssh launch", "");
+  out += line(true, "rendezvous server", "");
+  return out;
+}
+
+CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions* options) {
+  LaunchOptions o;
+  CliOutcome outcome;
+  CLI::App app{"tuttirun: start a tutti job, one process per rank, locally or over ssh.",
+               "tuttirun"};
+  app.formatter(std::make_shared<HelpFormatter>());
+  app.get_formatter()->column_width(44);
+  app.footer(kFooter);
+  bool version = false;
+  bool check_build = false;
+  const std::string job = "Job";
+  app.add_option("-n,--np", o.np, "number of ranks (-np works too; default: slots of the hosts)")
+      ->type_name("N")
+      ->group(job);
+  app.add_option("-x", o.env_flags,
+                 "pass VAR from tuttirun's environment, or set VAR=value, on every rank "
+                 "(repeatable)")
+      ->type_name("VAR[=value]")
+      ->group(job);
+  app.add_option("--start-timeout", o.start_timeout_seconds,
+                 "seconds for every rank to reach the rendezvous; 0: no limit (default 60)")
+      ->type_name("S")
+      ->group(job);
+  app.add_flag("--mpi", o.mpi, "run the job through Open MPI's mpirun (needs the MPI backend)")
+      ->group(job);
+  const std::string hosts = "Hosts and ssh";
+  app.add_option("-H,--hosts", o.hosts, "hosts and their slots, e.g. a:4,b:4 (default localhost:N)")
+      ->type_name("HOST:SLOTS,...")
+      ->group(hosts);
+  app.add_option("--hostfile", o.hostfile, "file with one 'host slots=N' per line")
+      ->type_name("FILE")
+      ->group(hosts);
+  app.add_option("-p,--ssh-port", o.ssh_port, "ssh port of the remote hosts")
+      ->type_name("PORT")
+      ->group(hosts);
+  app.add_option("-i,--ssh-identity-file", o.ssh_identity, "ssh private key for the remote hosts")
+      ->type_name("FILE")
+      ->group(hosts);
+  app.add_option("--network-interface", o.network_interface,
+                 "interface whose IPv4 address remote ranks use to reach this machine "
+                 "(default: the first non-loopback one)")
+      ->type_name("NAME")
+      ->group(hosts);
+  const std::string output = "Output";
+  app.add_option("--output-filename", o.output_dir,
+                 "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
+      ->type_name("DIR")
+      ->group(output);
+  app.add_flag("--verbose", o.verbose, "say what tuttirun does (placement, commands, progress)")
+      ->group(output);
+  std::map<std::string, std::string> setting_values;
+  const std::string runtime = "Runtime settings (written as TUTTI_* variables)";
+  for (const auto& f : kSettingFlags) {
+    app.add_option(f.flag, setting_values[f.flag], std::string(f.help) + " [" + f.setting + "]")
+        ->type_name(f.unit)
+        ->group(runtime);
+  }
+  const std::string info = "Information";
+  app.set_help_flag("-h,--help", "print this help and exit")->group(info);
+  app.add_flag("--version", version, "print the version and exit")->group(info);
+  app.add_flag("--check-build", check_build, "print the backends and features of this build")
+      ->group(info);
+
+  // Split the options from the command: the command starts at the first word
+  // that is not an option or an option's value (or after "--"). CLI11 only
+  // sees the options, so the command's own flags are never taken for ours.
+  std::vector<std::string> ours;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    std::string t = args[i];
+    if (t == "--") {
+      ++i;
+      break;
+    }
+    if (t.size() < 2 || t[0] != '-') break;
+    if (t == "-np" || t.compare(0, 4, "-np=") == 0) t = "-" + t;
+    ours.push_back(t);
+    const CLI::Option* opt = app.get_option_no_throw(t.substr(0, t.find('=')));
+    if (opt != nullptr && t.find('=') == std::string::npos && opt->get_items_expected_max() > 0 &&
+        i + 1 < args.size()) {
+      ours.push_back(args[++i]);
+    }
+  }
+  o.command.assign(args.begin() + static_cast<long>(i), args.end());
+
+  std::vector<std::string> reversed(ours.rbegin(), ours.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    outcome.out = app.help();
+    return outcome;
+  } catch (const CLI::ParseError& e) {
+    outcome.exit_code = kExitUsage;
+    outcome.err = std::string("tuttirun: ") + e.what() + "\nRun 'tuttirun --help' for usage.\n";
+    return outcome;
+  }
+  if (version) {
+    outcome.out = versionText();
+    return outcome;
+  }
+  if (check_build) {
+    outcome.out = checkBuildText();
+    return outcome;
+  }
+
+  auto fail = [&](const std::string& msg) {
+    outcome.exit_code = kExitUsage;
+    outcome.err = "tuttirun: " + msg + "\n";
+    return outcome;
+  };
+  for (const auto& f : kSettingFlags) {
+    const std::string& v = setting_values[f.flag];
+    if (app.count(f.flag) == 0) continue;
+    std::pair<std::string, std::string> setting;
+    Status st = settingFromFlag(f.flag, v, &setting);
+    if (!st.isOk()) return fail(st.message());
+    o.settings.push_back(setting);
+  }
+  if (o.mpi) {
+    return fail(
+        "--mpi: the MPI backend is not built yet, so jobs cannot run through mpirun; run without "
+        "--mpi to use the tcp backend (see tuttirun --check-build)");
+  }
+  if (app.count("--np") > 0 && o.np < 1) {
+    return fail("-np " + std::to_string(o.np) + ": expected an integer in [1, 1048576]");
+  }
+  if (!o.hosts.empty() && !o.hostfile.empty()) return fail("-H and --hostfile exclude each other");
+  if (o.np == 0 && o.hosts.empty() && o.hostfile.empty()) {
+    return fail("-np is required (or -H / --hostfile, whose slots then give the number of ranks)");
+  }
+  if (!std::isfinite(o.start_timeout_seconds) || o.start_timeout_seconds < 0 ||
+      o.start_timeout_seconds > 1e7) {
+    return fail("--start-timeout " + formatDouble(o.start_timeout_seconds) +
+                ": expected a number of seconds in [0, 10000000] (0: no limit)");
+  }
+  if (app.count("--ssh-port") > 0 && (o.ssh_port < 1 || o.ssh_port > 65535)) {
+    return fail("-p " + std::to_string(o.ssh_port) + ": expected a port in [1, 65535]");
+  }
+  for (const auto& x : o.env_flags) {
+    std::string name = x.substr(0, x.find('='));
+    bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+    for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!valid) return fail("-x " + x + ": expected VAR or VAR=value with VAR a variable name");
+  }
+  if (o.command.empty()) return fail("no command to run (usage: tuttirun [options] command ...)");
+  outcome.run = true;
+  *options = o;
+  return outcome;
+}
+
+}  // namespace launcher
+}  // namespace tutti

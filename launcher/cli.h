@@ -1,0 +1,65 @@
+#pragma once
+
+// tuttirun's command line (CLI11): what the user asked for, checked before
+// anything starts. Flags that map onto runtime settings are validated with
+// the settings registry (core/settings.h) and become TUTTI_* variables.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tutti {
+namespace launcher {
+
+// Exit codes of tuttirun (also listed in --help).
+constexpr int kExitOk = 0;            // every rank exited with code 0
+constexpr int kExitRankFailed = 1;    // a rank exited non-zero or was killed by a signal
+constexpr int kExitUsage = 2;         // bad command line or flag value
+constexpr int kExitStartFailed = 3;   // the job could not start (spawn, ssh, rendezvous server)
+constexpr int kExitStartTimeout = 4;  // ranks did not reach the rendezvous in time
+// 128+N: tuttirun received signal N (130 for SIGINT, 143 for SIGTERM).
+
+struct LaunchOptions {
+  int np = 0;                          // 0: the total slots of -H / --hostfile
+  std::string hosts;                   // -H
+  std::string hostfile;                // --hostfile
+  std::vector<std::string> env_flags;  // -x VAR or -x VAR=value, in order
+  double start_timeout_seconds = 60;   // 0: no start timeout
+  double grace_seconds = 5;            // SIGTERM → SIGKILL
+  std::string output_dir;              // --output-filename
+  bool verbose = false;
+  int ssh_port = 0;               // 0: ssh's default
+  std::string ssh_identity;       // -i
+  std::string network_interface;  // --network-interface
+  bool mpi = false;
+  std::vector<std::string> command;  // the program and its arguments
+  // TUTTI_* variables from flags, validated, in the order of the flags.
+  std::vector<std::pair<std::string, std::string>> settings;
+};
+
+struct CliOutcome {
+  bool run = false;   // true: start the job in `options`
+  int exit_code = 0;  // when !run
+  std::string out;    // text for stdout (--help, --version, --check-build)
+  std::string err;    // text for stderr (errors)
+};
+
+// Parses argv[1..] (args excludes the program name). Never throws.
+CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions* options);
+
+// Maps one settings flag ("--fusion-threshold-mb") and its value onto a
+// TUTTI_* variable, converting units, and validates it against the registry.
+// Error: "--cycle-time-ms -1: expected a number in [0, 10000] (...)".
+Status settingFromFlag(const std::string& flag, const std::string& value,
+                       std::pair<std::string, std::string>* setting);
+// The flags settingFromFlag knows, in --help order.
+std::vector<std::string> settingFlags();
+
+// What this build offers (tcp always; mpi, cuda, nccl as built).
+std::string checkBuildText();
+std::string versionText();
+
+}  // namespace launcher
+}  // namespace tutti

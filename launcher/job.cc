@@ -1,0 +1,380 @@
+#include "launcher/job.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "launcher/cli.h"
+
+namespace tutti {
+namespace launcher {
+
+struct Job::Rank {
+  RankLaunch launch;
+  ChildProcess child;
+  std::unique_ptr<OutputStream> out;
+  std::unique_ptr<OutputStream> err;
+  std::string control;         // bytes waiting to go to the ssh control channel
+  bool close_control = false;  // close the channel once `control` is written
+  bool running = false;
+  bool reaped = false;
+};
+
+namespace {
+
+std::string signalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+void closeFd(int* fd) {
+  if (*fd >= 0) ::close(*fd);
+  *fd = -1;
+}
+
+int msUntil(std::chrono::steady_clock::time_point t) {
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(t - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<long long>(ms.count(), 0, 24 * 3600 * 1000));
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+std::string secondsText(double s) {
+  std::string t = std::to_string(s);
+  t.erase(t.find_last_not_of('0') + 1);
+  if (!t.empty() && t.back() == '.') t.pop_back();
+  return t;
+}
+
+}  // namespace
+
+std::string describeExit(bool by_signal, int value, bool remote) {
+  if (by_signal) {
+    return "was killed by signal " + std::to_string(value) + " (" + signalName(value) + ")";
+  }
+  std::string text = "exited with code " + std::to_string(value);
+  if (remote && value == 255) text += " (ssh failed; see the rank's stderr)";
+  if (remote && value > 128 && value <= 192) {
+    text = "was killed by signal " + std::to_string(value - 128) + " (" + signalName(value - 128) +
+           ") (remote exit code " + std::to_string(value) + ")";
+  }
+  return text;
+}
+
+Job::Job(JobConfig config) : config_(std::move(config)) {
+  sigset_t set;
+  jobSignalSet(&set);
+  signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+Job::~Job() {
+  killAll();
+  reapAll();
+  for (auto& r : ranks_) {
+    closeFd(&r->child.stdout_fd);
+    closeFd(&r->child.stderr_fd);
+    closeFd(&r->child.stdin_fd);
+  }
+  closeFd(&signal_fd_);
+}
+
+void Job::message(const std::string& text) {
+  std::string line = "tuttirun: " + text + "\n";
+  writeAll(config_.err_fd, line.data(), line.size());
+}
+
+Status Job::start(std::vector<RankLaunch> launches) {
+  if (signal_fd_ < 0) return Status::ioError(std::string("signalfd: ") + std::strerror(errno));
+  for (auto& launch : launches) {
+    auto rank = std::make_unique<Rank>();
+    rank->launch = std::move(launch);
+    const RankLaunch& l = rank->launch;
+    std::string r = std::to_string(l.placement.rank);
+    Status st = spawnProcess(l.request, &rank->child);
+    if (!st.isOk()) {
+      if (l.stdout_file >= 0) ::close(l.stdout_file);
+      if (l.stderr_file >= 0) ::close(l.stderr_file);
+      stopAll(SIGTERM, "");
+      killAll();
+      reapAll();
+      return Status(st.code(), "rank " + r + " on host " + l.placement.host + ": " + st.message());
+    }
+    rank->running = true;
+    rank->out =
+        std::make_unique<OutputStream>("[" + r + "]<stdout>: ", config_.out_fd, l.stdout_file);
+    rank->err =
+        std::make_unique<OutputStream>("[" + r + "]<stderr>: ", config_.err_fd, l.stderr_file);
+    rank->control = l.stdin_script;
+    if (config_.verbose) {
+      message("rank " + r + " on host " + l.placement.host + " started (pid " +
+              std::to_string(rank->child.pid) + (l.remote ? ", through ssh)" : ")"));
+    }
+    ranks_.push_back(std::move(rank));
+  }
+  if (config_.start_timeout_seconds > 0 && config_.arrived_ranks) {
+    start_deadline_ =
+        Clock::now() +
+        std::chrono::milliseconds(static_cast<long long>(config_.start_timeout_seconds * 1000));
+  }
+  return Status::ok();
+}
+
+int Job::runningCount() const {
+  return static_cast<int>(
+      std::count_if(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->running; }));
+}
+
+void Job::sendSignal(Rank& rank, int sig) {
+  if (!rank.running) return;
+  if (!rank.launch.remote) {
+    ::kill(-rank.child.pid, sig);
+    return;
+  }
+  const char* abbrev = sigabbrev_np(sig);
+  if (rank.child.stdin_fd >= 0 && abbrev != nullptr) {
+    rank.control += std::string(abbrev) + "\n";
+    if (sig == SIGKILL) rank.close_control = true;
+    writeControl(rank);
+  }
+}
+
+void Job::stopAll(int sig, const std::string& why) {
+  if (!why.empty()) message(why);
+  stopping_ = true;
+  for (auto& r : ranks_) sendSignal(*r, sig);
+  if (!kill_deadline_) {
+    kill_deadline_ = Clock::now() + std::chrono::milliseconds(
+                                        static_cast<long long>(config_.grace_seconds * 1000));
+  }
+}
+
+void Job::killAll() {
+  for (auto& r : ranks_) {
+    if (r->reaped) continue;
+    // Local: the rank's group, including what it left behind. Remote: the ssh
+    // client; its bootstrap then kills the rank (end of the control channel).
+    ::kill(-r->child.pid, SIGKILL);
+  }
+}
+
+void Job::reapAll() {
+  for (auto& r : ranks_) {
+    if (r->reaped) continue;
+    int status = 0;
+    while (::waitpid(r->child.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    r->reaped = true;
+    r->running = false;
+  }
+}
+
+void Job::writeControl(Rank& rank) {
+  int& fd = rank.child.stdin_fd;
+  while (fd >= 0 && !rank.control.empty()) {
+    ssize_t n = ::write(fd, rank.control.data(), rank.control.size());
+    if (n > 0) {
+      rank.control.erase(0, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return;  // the event loop waits for POLLOUT
+    } else {
+      closeFd(&fd);  // ssh is gone
+      rank.control.clear();
+    }
+  }
+  if (rank.control.empty() && rank.close_control) closeFd(&fd);
+}
+
+void Job::readOutput(Rank& rank, bool drain) {
+  char buf[65536];
+  for (auto [fd, stream] : {std::pair<int*, OutputStream*>{&rank.child.stdout_fd, rank.out.get()},
+                            {&rank.child.stderr_fd, rank.err.get()}}) {
+    // A bounded number of reads per wake-up keeps one chatty rank from
+    // starving the others; `drain` reads what is there now.
+    for (int i = 0; *fd >= 0 && (drain || i < 4); ++i) {
+      ssize_t n = ::read(*fd, buf, sizeof(buf));
+      if (n > 0) {
+        stream->append(buf, static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        break;
+      } else {
+        closeFd(fd);
+        stream->finish();
+      }
+    }
+  }
+}
+
+void Job::onRankExit(Rank& rank) {
+  // Print what the rank wrote before it exited, then why it exited.
+  readOutput(rank, true);
+  const RankPlacement& p = rank.launch.placement;
+  // Exit status from waitid(WNOWAIT) in checkExits; kept in the zombie until
+  // reaped, so the group id cannot be reused while we may still signal it.
+  siginfo_t info{};
+  ::waitid(P_PID, static_cast<id_t>(rank.child.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+  bool by_signal = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+  int value = info.si_status;
+  bool failed = by_signal || value != 0;
+  std::string text = "rank " + std::to_string(p.rank) + " on host " + p.host + " " +
+                     describeExit(by_signal, value, rank.launch.remote);
+  if (failed && !stopping_) {
+    message(text);
+    exit_code_ = kExitRankFailed;
+    stopAll(SIGTERM, "stopping the other ranks (SIGTERM, then SIGKILL after " +
+                         secondsText(config_.grace_seconds) + " s)");
+  } else if (config_.verbose) {
+    message(text);
+  }
+  // Leftovers of the rank's process group go with it.
+  ::kill(-rank.child.pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(rank.child.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  rank.reaped = true;
+  closeFd(&rank.child.stdin_fd);
+}
+
+void Job::checkExits() {
+  for (auto& r : ranks_) {
+    if (!r->running) continue;
+    siginfo_t info{};
+    info.si_pid = 0;
+    if (::waitid(P_PID, static_cast<id_t>(r->child.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      continue;
+    }
+    if (info.si_pid == 0) continue;
+    r->running = false;
+    onRankExit(*r);
+  }
+}
+
+void Job::onSignal(int sig) {
+  if (exit_code_ < 0) exit_code_ = 128 + sig;
+  if (!stopping_) {
+    stopAll(sig, "received " + signalName(sig) + "; forwarding it to every rank");
+  } else {
+    message("received " + signalName(sig) + " while stopping; killing every rank");
+    for (auto& r : ranks_) sendSignal(*r, SIGKILL);
+  }
+}
+
+void Job::onStartDeadline() {
+  start_deadline_.reset();
+  if (stopping_) return;
+  std::set<int> arrived = config_.arrived_ranks();
+  std::vector<int> missing;
+  std::set<std::string> hosts;
+  for (auto& r : ranks_) {
+    if (r->running && arrived.count(r->launch.placement.rank) == 0) {
+      missing.push_back(r->launch.placement.rank);
+      hosts.insert(r->launch.placement.host);
+    }
+  }
+  if (missing.empty()) return;
+  std::string on;
+  for (const auto& h : hosts) on += (on.empty() ? "" : ", ") + h;
+  message(rankList(missing) + " did not reach the rendezvous within " +
+          secondsText(config_.start_timeout_seconds) + " s (--start-timeout; on host" +
+          (hosts.size() > 1 ? "s " : " ") + on + "); do they call tutti's init?");
+  exit_code_ = kExitStartTimeout;
+  stopAll(SIGTERM, "stopping the job");
+}
+
+void Job::pollOnce() {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Rank*, int>> owners;  // (rank, 0 = output, 1 = control)
+  fds.push_back({signal_fd_, POLLIN, 0});
+  owners.push_back({nullptr, 0});
+  for (auto& r : ranks_) {
+    for (int fd : {r->child.stdout_fd, r->child.stderr_fd}) {
+      if (fd < 0) continue;
+      fds.push_back({fd, POLLIN, 0});
+      owners.push_back({r.get(), 0});
+    }
+    if (r->child.stdin_fd >= 0 && !r->control.empty()) {
+      fds.push_back({r->child.stdin_fd, POLLOUT, 0});
+      owners.push_back({r.get(), 1});
+    }
+  }
+  int timeout = -1;
+  for (const auto& d : {start_deadline_, kill_deadline_, ssh_kill_deadline_, drain_deadline_}) {
+    if (d) timeout = timeout < 0 ? msUntil(*d) : std::min(timeout, msUntil(*d));
+  }
+  int n = ::poll(fds.data(), fds.size(), timeout);
+  if (n < 0 && errno != EINTR) {
+    message(std::string("poll failed: ") + std::strerror(errno));
+    return;
+  }
+  for (size_t i = 1; n > 0 && i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    if (owners[i].second == 0) readOutput(*owners[i].first, false);
+    if (owners[i].second == 1) writeControl(*owners[i].first);
+  }
+  if (n > 0 && fds[0].revents != 0) {
+    signalfd_siginfo si;
+    while (::read(signal_fd_, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+      if (si.ssi_signo != SIGCHLD) onSignal(static_cast<int>(si.ssi_signo));
+    }
+  }
+  // SIGCHLD coalesces: look at every running rank after any wake-up.
+  checkExits();
+  auto now = Clock::now();
+  if (start_deadline_ && now >= *start_deadline_) onStartDeadline();
+  if (kill_deadline_ && now >= *kill_deadline_) {
+    kill_deadline_.reset();
+    if (runningCount() > 0) {
+      message("ranks still running after " + secondsText(config_.grace_seconds) +
+              " s; sending SIGKILL");
+    }
+    for (auto& r : ranks_) sendSignal(*r, SIGKILL);
+    ssh_kill_deadline_ = now + std::chrono::milliseconds(
+                                   static_cast<long long>(config_.grace_seconds * 1000) + 2000);
+  }
+  if (ssh_kill_deadline_ && now >= *ssh_kill_deadline_) {
+    ssh_kill_deadline_.reset();
+    for (auto& r : ranks_) {
+      if (r->running && r->launch.remote) ::kill(-r->child.pid, SIGKILL);
+    }
+  }
+}
+
+int Job::wait() {
+  while (true) {
+    if (runningCount() == 0) {
+      kill_deadline_.reset();
+      ssh_kill_deadline_.reset();
+      start_deadline_.reset();
+      // Output still buffered in the pipes; a process that escaped its group
+      // and holds them open gets two seconds.
+      if (!drain_deadline_) drain_deadline_ = Clock::now() + std::chrono::seconds(2);
+      bool open = std::any_of(ranks_.begin(), ranks_.end(), [](const auto& r) {
+        return r->child.stdout_fd >= 0 || r->child.stderr_fd >= 0;
+      });
+      if (!open || Clock::now() >= *drain_deadline_) break;
+    }
+    pollOnce();
+  }
+  for (auto& r : ranks_) {
+    readOutput(*r, true);
+    r->out->finish();
+    r->err->finish();
+  }
+  return exit_code_ < 0 ? kExitOk : exit_code_;
+}
+
+}  // namespace launcher
+}  // namespace tutti

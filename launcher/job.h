@@ -1,0 +1,103 @@
+#pragma once
+
+// Job control: one event loop (poll on the ranks' pipes and a signalfd) that
+// multiplexes output, notices ranks that exit, forwards signals, enforces the
+// start timeout, and stops the job when one rank fails.
+//
+// Threading: everything runs on the thread that calls wait(). SIGINT,
+// SIGTERM, SIGHUP and SIGCHLD must be blocked in every thread of the process
+// before it starts threads (blockJobSignals() in launcher/spawn.h).
+//
+// Stopping: the rank's process group gets SIGTERM (remote ranks: "TERM" on
+// the ssh control channel, see launcher/remote.h), and SIGKILL after the
+// grace period; ssh clients still alive after a second grace period are
+// killed, which makes the remote bootstrap kill what is left there.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "launcher/output.h"
+#include "launcher/placement.h"
+#include "launcher/spawn.h"
+
+namespace tutti {
+namespace launcher {
+
+struct RankLaunch {
+  RankPlacement placement;
+  bool remote = false;
+  SpawnRequest request;      // the rank's command, or ssh for a remote rank
+  std::string stdin_script;  // remote: written to ssh's stdin at start
+  int stdout_file = -1;      // --output-filename files (the job owns them), or -1
+  int stderr_file = -1;
+};
+
+struct JobConfig {
+  double start_timeout_seconds = 60;  // 0: no start timeout
+  double grace_seconds = 5;           // SIGTERM → SIGKILL
+  bool verbose = false;
+  // Ranks that reached the rendezvous (set "rank/<r>/addr"); asked once, at
+  // the start deadline. Null: no start timeout check.
+  std::function<std::set<int>()> arrived_ranks;
+  int out_fd = 1;  // where the ranks' stdout lines go
+  int err_fd = 2;  // where their stderr lines and tuttirun's messages go
+};
+
+class Job {
+ public:
+  explicit Job(JobConfig config);
+  ~Job();  // SIGKILLs and reaps whatever still runs
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // Starts every rank in order. If one cannot start, the started ones are
+  // stopped and the error returned.
+  Status start(std::vector<RankLaunch> launches);
+
+  // Runs the event loop until every rank has exited and its output is read.
+  // Returns tuttirun's exit code (kExit* in launcher/cli.h, or 128+signal).
+  int wait();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Rank;
+
+  void message(const std::string& text);
+  void pollOnce();
+  void readOutput(Rank& rank, bool drain);
+  void writeControl(Rank& rank);
+  void checkExits();
+  void onRankExit(Rank& rank);
+  void onSignal(int sig);
+  void onStartDeadline();
+  void stopAll(int sig, const std::string& why);
+  void sendSignal(Rank& rank, int sig);
+  void killAll();
+  void reapAll();
+  int runningCount() const;
+
+  JobConfig config_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  int signal_fd_ = -1;
+  int exit_code_ = -1;  // first reason the job ends; -1: none yet (success)
+  bool stopping_ = false;
+  std::optional<Clock::time_point> start_deadline_;
+  std::optional<Clock::time_point> kill_deadline_;
+  std::optional<Clock::time_point> ssh_kill_deadline_;
+  std::optional<Clock::time_point> drain_deadline_;
+};
+
+// "exited with code 3", "was killed by signal 9 (SIGKILL)". For a remote
+// rank, codes 129..192 are the remote shell's way to say signal code-128.
+std::string describeExit(bool by_signal, int value, bool remote);
+
+}  // namespace launcher
+}  // namespace tutti

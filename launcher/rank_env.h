@@ -1,0 +1,57 @@
+#pragma once
+
+// The environment of each rank: tuttirun's own environment (for remote
+// ranks, without the variables that describe this machine or session), the
+// -x variables, the runtime settings from flags, and the placement variables.
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "launcher/placement.h"
+
+namespace tutti {
+namespace launcher {
+
+using EnvMap = std::map<std::string, std::string>;
+
+// What every rank of the job shares.
+struct JobEnv {
+  EnvMap base;              // tuttirun's environment (+ -x, + settings flags)
+  std::string secret;       // TUTTI_SECRET
+  int rendezvous_port = 0;  // TUTTI_RENDEZVOUS_PORT
+  std::string local_rendezvous_addr = "127.0.0.1";  // for ranks on this machine
+  std::string remote_rendezvous_addr;               // for ranks on other hosts
+  std::string local_hostname;                       // TUTTI_HOSTNAME of local ranks ("" = not set)
+  int cores = 1;  // cores of this machine (OMP_NUM_THREADS of local ranks)
+};
+
+// The process environment as a map.
+EnvMap currentEnvironment();
+
+// Applies -x flags to `env`: "VAR=value" sets VAR; "VAR" requires VAR to be
+// set in `from` (tuttirun's environment) and copies it.
+Status applyEnvFlags(const std::vector<std::string>& flags, const EnvMap& from, EnvMap* env);
+
+// Checks every TUTTI_* variable already in `env` against the settings
+// registry, so that a bad exported value fails before the job starts.
+Status validateInheritedSettings(const EnvMap& env);
+
+// A random per-job secret: 32 bytes from libsodium, as 64 hex digits.
+Status generateSecret(std::string* secret);
+
+// The environment of one rank. For a remote rank, OMP_NUM_THREADS is left to
+// the remote host (it knows its cores; see remoteScript) unless set.
+EnvMap rankEnvironment(const RankPlacement& rank, int world_size, bool remote, const JobEnv& job);
+
+// Environment variables not carried to remote hosts: they describe this
+// machine or this login session.
+bool isHostSpecificVariable(const std::string& name);
+
+// "KEY=value" strings for execve.
+std::vector<std::string> envStrings(const EnvMap& env);
+
+}  // namespace launcher
+}  // namespace tutti

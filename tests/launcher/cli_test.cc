@@ -1,0 +1,149 @@
+#include "launcher/cli.h"
+
+#include <gtest/gtest.h>
+
+namespace tutti {
+namespace launcher {
+namespace {
+
+CliOutcome parse(const std::vector<std::string>& args, LaunchOptions* o) {
+  return parseCommandLine(args, o);
+}
+
+std::string settingOf(const LaunchOptions& o, const std::string& name) {
+  for (const auto& [k, v] : o.settings) {
+    if (k == name) return v;
+  }
+  return "<unset>";
+}
+
+TEST(SettingFlags, FusionThresholdInMegabytes) {
+  std::pair<std::string, std::string> s;
+  ASSERT_TRUE(settingFromFlag("--fusion-threshold-mb", "10", &s).isOk());
+  EXPECT_EQ(s.first, "TUTTI_FUSION_THRESHOLD_BYTES");
+  EXPECT_EQ(s.second, "10485760");
+  ASSERT_TRUE(settingFromFlag("--fusion-threshold-mb", "0.5", &s).isOk());
+  EXPECT_EQ(s.second, "524288");
+  ASSERT_TRUE(settingFromFlag("--fusion-threshold-mb", "0", &s).isOk());
+  EXPECT_EQ(s.second, "0");
+}
+
+TEST(SettingFlags, EveryFlagMapsOntoARegisteredSetting) {
+  const std::pair<const char*, const char*> expected[] = {
+      {"--cycle-time-ms", "TUTTI_CYCLE_TIME_MS"},
+      {"--cache-capacity", "TUTTI_CACHE_CAPACITY"},
+      {"--timeout-seconds", "TUTTI_TIMEOUT_SECONDS"},
+      {"--stall-check-warning-time-seconds", "TUTTI_STALL_CHECK_TIME_SECONDS"},
+      {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS"},
+      {"--backend", "TUTTI_BACKEND"},
+      {"--log-level", "TUTTI_LOG_LEVEL"},
+  };
+  const char* values[] = {"5", "100", "12.5", "30", "0", "tcp", "debug"};
+  for (size_t i = 0; i < std::size(expected); ++i) {
+    std::pair<std::string, std::string> s;
+    Status st = settingFromFlag(expected[i].first, values[i], &s);
+    ASSERT_TRUE(st.isOk()) << expected[i].first << ": " << st.toString();
+    EXPECT_EQ(s.first, expected[i].second);
+    EXPECT_EQ(s.second, values[i]);
+  }
+  EXPECT_EQ(settingFlags().size(), std::size(expected) + 1);
+}
+
+TEST(SettingFlags, BadValuesNameTheFlagAndTheRange) {
+  struct Case {
+    const char* flag;
+    const char* value;
+    const char* range;
+  };
+  for (const Case& c :
+       {Case{"--fusion-threshold-mb", "-1", "[0, "}, Case{"--fusion-threshold-mb", "ten", "[0, "},
+        Case{"--cycle-time-ms", "-1", "[0, 10000]"}, Case{"--cycle-time-ms", "20000", "[0, 10000]"},
+        Case{"--cache-capacity", "1.5", "an integer"}, Case{"--timeout-seconds", "0", "[0.001, "},
+        Case{"--backend", "gloo", "{tcp}"},
+        Case{"--log-level", "loud", "{trace,debug,info,warning,error}"}}) {
+    std::pair<std::string, std::string> s;
+    Status st = settingFromFlag(c.flag, c.value, &s);
+    ASSERT_FALSE(st.isOk()) << c.flag << " " << c.value;
+    EXPECT_EQ(st.message().rfind(std::string(c.flag) + " " + c.value + ": expected", 0), 0u)
+        << st.message();
+    EXPECT_NE(st.message().find(c.range), std::string::npos) << st.message();
+  }
+}
+
+TEST(CommandLine, NpHostsSettingsAndCommand) {
+  LaunchOptions o;
+  CliOutcome r =
+      parse({"-np", "4", "-H", "a:2,b:2", "--fusion-threshold-mb", "10", "-x", "FOO", "-x", "BAR=1",
+             "--start-timeout", "5", "python3", "-u", "train.py", "-np", "2"},
+            &o);
+  ASSERT_TRUE(r.run) << r.err;
+  EXPECT_EQ(o.np, 4);
+  EXPECT_EQ(o.hosts, "a:2,b:2");
+  EXPECT_EQ(o.env_flags, (std::vector<std::string>{"FOO", "BAR=1"}));
+  EXPECT_EQ(o.start_timeout_seconds, 5);
+  EXPECT_EQ(settingOf(o, "TUTTI_FUSION_THRESHOLD_BYTES"), "10485760");
+  // The command's own flags stay the command's.
+  EXPECT_EQ(o.command, (std::vector<std::string>{"python3", "-u", "train.py", "-np", "2"}));
+}
+
+TEST(CommandLine, DoubleDashEndsOptions) {
+  LaunchOptions o;
+  CliOutcome r = parse({"--np=2", "--verbose", "--", "-weird-program", "x"}, &o);
+  ASSERT_TRUE(r.run) << r.err;
+  EXPECT_EQ(o.np, 2);
+  EXPECT_TRUE(o.verbose);
+  EXPECT_EQ(o.command, (std::vector<std::string>{"-weird-program", "x"}));
+}
+
+TEST(CommandLine, SshOptions) {
+  LaunchOptions o;
+  CliOutcome r = parse({"-np", "4", "-H", "h1:2,h2:2", "-p", "2222", "-i", "/k", "hostname"}, &o);
+  ASSERT_TRUE(r.run) << r.err;
+  EXPECT_EQ(o.ssh_port, 2222);
+  EXPECT_EQ(o.ssh_identity, "/k");
+}
+
+TEST(CommandLine, Errors) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  for (const Case& c : {Case{{"-np", "0", "x"}, "-np 0"}, Case{{"-np", "two", "x"}, "np"},
+                        Case{{"x"}, "-np is required"}, Case{{"-np", "2"}, "no command"},
+                        Case{{"-np", "2", "--cycle-time-ms", "-5", "x"}, "--cycle-time-ms -5"},
+                        Case{{"-np", "2", "--start-timeout", "-1", "x"}, "--start-timeout"},
+                        Case{{"-np", "2", "-p", "70000", "x"}, "-p 70000"},
+                        Case{{"-np", "2", "-x", "1A=b", "x"}, "-x 1A=b"},
+                        Case{{"-np", "2", "--bogus", "x"}, "--bogus"},
+                        Case{{"-H", "a:1", "--hostfile", "f", "x"}, "exclude"},
+                        Case{{"-np", "2", "--mpi", "x"}, "the MPI backend is not built yet"}}) {
+    LaunchOptions o;
+    CliOutcome r = parse(c.args, &o);
+    EXPECT_FALSE(r.run) << c.says;
+    EXPECT_EQ(r.exit_code, kExitUsage) << c.says;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+}
+
+TEST(CommandLine, HelpVersionCheckBuild) {
+  LaunchOptions o;
+  CliOutcome help = parse({"--help"}, &o);
+  EXPECT_FALSE(help.run);
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* s :
+       {"-np", "--hostfile", "--fusion-threshold-mb", "--start-timeout", "--output-filename",
+        "--network-interface", "--check-build", "Exit codes", "128+N"}) {
+    EXPECT_NE(help.out.find(s), std::string::npos) << s;
+  }
+  CliOutcome version = parse({"--version"}, &o);
+  EXPECT_NE(version.out.find("tuttirun (tutti)"), std::string::npos);
+  CliOutcome build = parse({"--check-build"}, &o);
+  EXPECT_NE(build.out.find("[X] tcp"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("[ ] mpi"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("[ ] nccl"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("[ ] cuda"), std::string::npos) << build.out;
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace tutti

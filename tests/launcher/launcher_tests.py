@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Integration tests of tuttirun: real jobs, real processes.
+
+Usage: launcher_tests.py --tuttirun PATH --helper PATH [--allreduce PATH] CASE
+
+Each CASE is one ctest test (see tests/CMakeLists.txt). The helper is
+tests/launcher/rendezvous_helper.cc: a rank that reaches the rendezvous
+without the tutti runtime. Exit code 0 = pass.
+"""
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+ARGS = None
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def tuttirun(args, timeout=60, **kw):
+    """Runs tuttirun to completion; returns (rc, stdout, stderr, seconds)."""
+    start = time.monotonic()
+    p = subprocess.run([ARGS.tuttirun] + args, capture_output=True, text=True,
+                       timeout=timeout, **kw)
+    took = time.monotonic() - start
+    print("$ tuttirun " + " ".join(args), flush=True)
+    print("rc=%d in %.1f s\n--- stdout\n%s--- stderr\n%s" % (p.returncode, took, p.stdout,
+                                                            p.stderr), flush=True)
+    return p.returncode, p.stdout, p.stderr, took
+
+
+def processes_with(marker):
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if marker in l and "ps -eo" not in l]
+
+
+def wait_gone(marker, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not processes_with(marker):
+            return []
+        time.sleep(0.2)
+    return processes_with(marker)
+
+
+def case_output_prefix():
+    # Short lines, stderr, a partial last line, and many long lines from
+    # every rank at once: each must come out whole, with its prefix.
+    script = ('echo "hello $TUTTI_RANK of $TUTTI_SIZE"; echo "oops $TUTTI_RANK" >&2; '
+              'i=0; while [ $i -lt 300 ]; do '
+              'echo "line-$TUTTI_RANK-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";'
+              ' i=$((i+1)); done; printf "tail-$TUTTI_RANK"')
+    rc, out, err, _ = tuttirun(["-np", "4", "sh", "-c", script])
+    check(rc == 0, "exit code %d" % rc)
+    lines = out.splitlines()
+    for r in range(4):
+        check("[%d]<stdout>: hello %d of 4" % (r, r) in lines, "hello line of rank %d" % r)
+        check("[%d]<stdout>: tail-%d" % (r, r) in lines, "partial last line of rank %d" % r)
+        check("[%d]<stderr>: oops %d" % (r, r) in err.splitlines(), "stderr line of rank %d" % r)
+        got = [l for l in lines if l.startswith("[%d]<stdout>: line-" % r)]
+        want = ["[%d]<stdout>: line-%d-%d-%s" % (r, r, i, "x" * 58) for i in range(300)]
+        check(got == want, "rank %d: lines interleaved or lost" % r)
+    check(all(re.match(r"^\[\d\]<stdout>: ", l) for l in lines), "an unprefixed stdout line")
+
+
+def case_output_files():
+    with tempfile.TemporaryDirectory() as d:
+        rc, out, _, _ = tuttirun(["-np", "2", "--output-filename", d + "/logs", "sh", "-c",
+                                  'echo "out $TUTTI_RANK"; echo "err $TUTTI_RANK" >&2'])
+        check(rc == 0, "exit code %d" % rc)
+        for r in range(2):
+            with open("%s/logs/rank.%d/stdout" % (d, r)) as f:
+                check(f.read() == "out %d\n" % r, "stdout file of rank %d" % r)
+            with open("%s/logs/rank.%d/stderr" % (d, r)) as f:
+                check(f.read() == "err %d\n" % r, "stderr file of rank %d" % r)
+        check("[1]<stdout>: out 1" in out, "output still goes to stdout too")
+
+
+def case_rank_exit_code():
+    marker = "tutti-exit-" + uuid.uuid4().hex
+    rc, _, err, took = tuttirun(["-np", "4", "sh", "-c",
+                                 'if [ "$TUTTI_RANK" = 3 ]; then sleep 0.5; exit 3; fi; '
+                                 'sleep 60; : ' + marker])
+    check(rc == 1, "exit code %d, expected 1" % rc)
+    check(took < 10, "took %.1f s" % took)
+    check("tuttirun: rank 3 on host localhost exited with code 3" in err, "message naming rank 3")
+    check(not wait_gone(marker, 5), "ranks left behind")
+
+
+def case_rank_sigkill():
+    marker = "tutti-kill-" + uuid.uuid4().hex
+    rc, _, err, took = tuttirun(["-np", "3", "sh", "-c",
+                                 'if [ "$TUTTI_RANK" = 2 ]; then sleep 0.5; kill -9 $$; fi; '
+                                 'sleep 60; : ' + marker])
+    check(rc == 1, "exit code %d, expected 1" % rc)
+    check(took < 10, "took %.1f s" % took)
+    check("rank 2 on host localhost was killed by signal 9 (SIGKILL)" in err, "message")
+    check(not wait_gone(marker, 5), "ranks left behind")
+
+
+def case_sigint_cleanup():
+    marker = "tutti-sigint-" + uuid.uuid4().hex
+    # Every rank starts a grandchild; rank 1 ignores SIGINT and SIGTERM, so
+    # only the SIGKILL after the grace period stops it.
+    script = ('(sleep 300; : %s-child) & '
+              'if [ "$TUTTI_RANK" = 1 ]; then trap "" INT TERM; fi; '
+              'echo ready; while :; do sleep 1; done; : %s' % (marker, marker))
+    p = subprocess.Popen([ARGS.tuttirun, "-np", "4", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = 0
+    deadline = time.monotonic() + 30
+    while ready < 4 and time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        ready += "ready" in line
+    check(ready == 4, "ranks did not start")
+    check(len(processes_with(marker)) >= 8, "expected ranks and grandchildren")
+    start = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("tuttirun did not exit after SIGINT")
+    took = time.monotonic() - start
+    print("rc=%d after %.1f s\n%s%s" % (p.returncode, took, out, err))
+    check(p.returncode == 130, "exit code %d, expected 130" % p.returncode)
+    check("received SIGINT" in err, "message about SIGINT")
+    left = processes_with(marker)
+    check(not left, "processes of the job left after tuttirun exited: %s" % left)
+
+
+def case_start_timeout():
+    marker = "tutti-timeout-" + uuid.uuid4().hex
+    script = ('if [ "$TUTTI_RANK" -lt 2 ]; then exec "%s" 60; fi; sleep 60; : %s'
+              % (ARGS.helper, marker))
+    rc, out, err, took = tuttirun(["-np", "4", "--start-timeout", "3", "sh", "-c", script])
+    check(rc == 4, "exit code %d, expected 4" % rc)
+    check("ranks 2, 3 did not reach the rendezvous within 3 s" in err, "message naming ranks 2, 3")
+    check("[0]<stdout>: rank 0 reached the rendezvous" in out, "rank 0 reached it")
+    check(took < 15, "took %.1f s" % took)
+    check(not wait_gone(marker, 5), "ranks left behind")
+
+
+def case_garbage_rendezvous():
+    # Ranks wait 2 s before they connect; meanwhile a stranger sends garbage.
+    p = subprocess.Popen([ARGS.tuttirun, "-np", "2", "--verbose", "sh", "-c",
+                          'sleep 2; exec "%s" 0' % ARGS.helper],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = None
+    err_lines = []
+    while port is None:
+        line = p.stderr.readline()
+        if not line:
+            break
+        err_lines.append(line)
+        m = re.search(r"rendezvous server on port (\d+)", line)
+        if m:
+            port = int(m.group(1))
+    check(port is not None, "no port in --verbose output")
+    silent = socket.create_connection(("127.0.0.1", port))
+    for payload in [os.urandom(4096), b"GET / HTTP/1.0\r\n\r\n", b"\xff" * 16,
+                    b"\x00\x00\x00\x10short", b"\x7f\xff\xff\xff" + b"A" * 64]:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(payload)
+            s.settimeout(1)
+            try:
+                s.recv(1024)
+            except (socket.timeout, OSError):
+                pass
+            s.close()
+        except OSError as e:
+            print("garbage connection: %s" % e)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("the job did not complete")
+    silent.close()
+    print("rc=%d\n%s%s%s" % (p.returncode, out, "".join(err_lines), err))
+    check(p.returncode == 0, "exit code %d" % p.returncode)
+    for r in range(2):
+        check("[%d]<stdout>: rank %d reached the rendezvous" % (r, r) in out, "rank %d" % r)
+
+
+def case_bad_flags():
+    with tempfile.TemporaryDirectory() as d:
+        witness = d + "/started"
+        cmd = ["sh", "-c", "touch " + witness]
+        hostfile = d + "/hosts"
+        with open(hostfile, "w") as f:
+            f.write("# hosts\nlocalhost slots=2\nother slots=two\n")
+        for args, says in [
+                (["-np", "2", "--cycle-time-ms", "-1"], "--cycle-time-ms -1: expected a number in [0, 10000]"),
+                (["-np", "2", "--fusion-threshold-mb", "x"], "--fusion-threshold-mb x: expected a number in [0, "),
+                (["-np", "2", "--backend", "gloo"], "--backend gloo: expected one of {tcp}"),
+                (["-np", "2", "--mpi"], "the MPI backend is not built yet"),
+                (["--hostfile", hostfile], hostfile + ":3:"),
+                (["-np", "3", "-H", "localhost:2"], "-np 3 but the hosts have only 2 slots"),
+                (["-np", "2", "-x", "TUTTI_TEST_UNSET_VAR"], "-x TUTTI_TEST_UNSET_VAR"),
+                (["-np", "2", "--network-interface", "nosuch0"], "--network-interface nosuch0")]:
+            rc, _, err, _ = tuttirun(args + cmd, timeout=20)
+            check(rc == 2, "%s: exit code %d, expected 2" % (args, rc))
+            check(says in err, "%s: error should say %r" % (args, says))
+            check(not os.path.exists(witness), "%s: a rank was started" % args)
+        rc, _, err, _ = tuttirun(["-np", "1", "sh", "-c", "exit 0"],
+                                 env=dict(os.environ, TUTTI_CACHE_CAPACITY="-3"))
+        check(rc == 2 and "TUTTI_CACHE_CAPACITY=-3" in err, "bad inherited TUTTI_ variable")
+        rc, out, _, _ = tuttirun(["--check-build"])
+        check(rc == 0 and "[X] tcp" in out, "--check-build")
+        rc, out, _, _ = tuttirun(["--help"])
+        check(rc == 0 and "Exit codes" in out, "--help")
+
+
+def case_allreduce_np4():
+    check(ARGS.allreduce, "--allreduce not given")
+    rc, out, err, _ = tuttirun(["-np", "4", ARGS.allreduce], timeout=280)
+    check(rc == 0, "exit code %d" % rc)
+    for line in out.splitlines():
+        check(re.match(r"^\[[0-3]\]<stdout>: ", line), "unprefixed line %r" % line)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tuttirun", required=True)
+    parser.add_argument("--helper", required=True)
+    parser.add_argument("--allreduce")
+    parser.add_argument("case")
+    ARGS = parser.parse_args()
+    fn = globals().get("case_" + ARGS.case)
+    if fn is None:
+        fail("unknown case " + ARGS.case)
+    fn()
+    print("PASS: " + ARGS.case)
+
+
+if __name__ == "__main__":
+    main()
