@@ -1,0 +1,85 @@
+#include "compression/compressor.h"
+
+#include "compression/error_feedback.h"
+#include "core/check.h"
+#include "ops/reduce.h"
+
+namespace tutti {
+
+Status Compressor::accumulate(const uint8_t* /*packed*/, size_t /*bytes*/, float* /*dense_out*/,
+                              size_t /*count*/) const {
+  return Status::internal("compressor '" + spec() +
+                          "' is exchanged by allreduce; accumulate() is for allgather kinds");
+}
+
+const ResidualMap& Compressor::residuals() const {
+  // Immutable and shared by every stateless compressor: not mutable state.
+  static const ResidualMap kEmpty;
+  return kEmpty;
+}
+
+void Compressor::setResiduals(ResidualMap /*residuals*/) {}
+
+std::vector<float>& ResidualStore::residualFor(const std::string& name, size_t count) {
+  std::vector<float>& r = residuals_[name];
+  if (r.size() != count) r.assign(count, 0.0f);
+  return r;
+}
+
+// The 16-bit conversions are out of line in ops/reduce.cc, so these loops run
+// element by element; the float32/float64 ones vectorise.
+void toFloat32(const void* input, size_t count, DataType dtype, float* out) {
+  switch (dtype) {
+    case DataType::kFloat32: {
+      const auto* in = static_cast<const float*>(input);
+      for (size_t i = 0; i < count; ++i) out[i] = in[i];
+      return;
+    }
+    case DataType::kFloat64: {
+      const auto* in = static_cast<const double*>(input);
+      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(in[i]);
+      return;
+    }
+    case DataType::kFloat16: {
+      const auto* in = static_cast<const uint16_t*>(input);
+      for (size_t i = 0; i < count; ++i) out[i] = halfToFloat(in[i]);
+      return;
+    }
+    case DataType::kBFloat16: {
+      const auto* in = static_cast<const uint16_t*>(input);
+      for (size_t i = 0; i < count; ++i) out[i] = bfloat16ToFloat(in[i]);
+      return;
+    }
+    default:
+      TUTTI_CHECK(false && "toFloat32: not a floating point dtype");
+  }
+}
+
+void fromFloat32(const float* input, size_t count, DataType dtype, void* out) {
+  switch (dtype) {
+    case DataType::kFloat32: {
+      auto* o = static_cast<float*>(out);
+      for (size_t i = 0; i < count; ++i) o[i] = input[i];
+      return;
+    }
+    case DataType::kFloat64: {
+      auto* o = static_cast<double*>(out);
+      for (size_t i = 0; i < count; ++i) o[i] = input[i];
+      return;
+    }
+    case DataType::kFloat16: {
+      auto* o = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < count; ++i) o[i] = floatToHalf(input[i]);
+      return;
+    }
+    case DataType::kBFloat16: {
+      auto* o = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < count; ++i) o[i] = floatToBfloat16(input[i]);
+      return;
+    }
+    default:
+      TUTTI_CHECK(false && "fromFloat32: not a floating point dtype");
+  }
+}
+
+}  // namespace tutti

@@ -1,0 +1,177 @@
+#include "compression/topk_compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "compression/packed_format.h"
+#include "core/check.h"
+
+namespace tutti {
+
+using compression_detail::kPackedHeaderBytes;
+using compression_detail::kPackedTopK;
+using compression_detail::PackedHeader;
+
+namespace {
+
+// |x| with NaN as +inf, so that magnitudes are totally ordered (nth_element
+// needs a strict weak order) and a NaN is sent rather than hidden.
+inline float magnitude(float x) {
+  const float m = std::fabs(x);
+  return m != m ? std::numeric_limits<float>::infinity() : m;
+}
+
+}  // namespace
+
+TopKCompressor::TopKCompressor(double ratio) : ratio_(ratio) {
+  TUTTI_CHECK(ratio > 0.0 && ratio <= 1.0);
+}
+
+size_t TopKCompressor::selectCount(double ratio, size_t count) {
+  if (count == 0) return 0;
+  const double exact = ratio * static_cast<double>(count);
+  const double k = std::ceil(exact - exact * 1e-9);
+  return std::min(count, std::max<size_t>(1, static_cast<size_t>(k)));
+}
+
+std::string TopKCompressor::spec() const {
+  // Shortest decimal that reads back as the same double.
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, ratio_);
+    if (std::strtod(buf, nullptr) == ratio_) break;
+  }
+  return std::string("topk:") + buf;
+}
+
+bool TopKCompressor::appliesTo(DataType dtype) const {
+  return dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 ||
+         dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
+}
+
+size_t TopKCompressor::packedBytes(size_t count) const {
+  return kPackedHeaderBytes + selectCount(ratio_, count) * (sizeof(uint32_t) + sizeof(float));
+}
+
+Status TopKCompressor::compress(const void* input, size_t count, DataType dtype,
+                                const std::string& name, std::vector<uint8_t>* out) {
+  if (!appliesTo(dtype)) {
+    return Status::invalidArgument(spec() + " compression of tensor '" + name + "': dtype " +
+                                   dataTypeName(dtype) +
+                                   " is not compressed (float16, bfloat16, float32, float64 are)");
+  }
+  if (count > std::numeric_limits<uint32_t>::max()) {
+    return Status::invalidArgument(spec() + " compression of tensor '" + name +
+                                   "': " + std::to_string(count) +
+                                   " elements exceed the 2^32 - 1 that u32 indices address");
+  }
+  const size_t k = selectCount(ratio_, count);
+  std::vector<float>& acc = residuals_.residualFor(name, count);
+
+  // acc = residual + gradient, in float32.
+  if (dtype == DataType::kFloat32) {
+    const auto* in = static_cast<const float*>(input);
+    for (size_t i = 0; i < count; ++i) acc[i] += in[i];
+  } else {
+    scratch_.resize(count);
+    toFloat32(input, count, dtype, scratch_.data());
+    for (size_t i = 0; i < count; ++i) acc[i] += scratch_[i];
+  }
+
+  out->resize(kPackedHeaderBytes + k * (sizeof(uint32_t) + sizeof(float)));
+  uint8_t* const index_out = out->data() + kPackedHeaderBytes;
+  uint8_t* const value_out = index_out + k * sizeof(uint32_t);
+  compression_detail::writePackedHeader(
+      PackedHeader{kPackedTopK, static_cast<uint32_t>(k), static_cast<uint64_t>(count)},
+      out->data());
+  if (k == 0) return Status::ok();
+
+  // Threshold t = the k-th largest magnitude: nth_element on a copy.
+  scratch_.resize(count);
+  for (size_t i = 0; i < count; ++i) scratch_[i] = magnitude(acc[i]);
+  std::nth_element(scratch_.begin(), scratch_.begin() + static_cast<ptrdiff_t>(k - 1),
+                   scratch_.end(), std::greater<float>());
+  const float threshold = scratch_[k - 1];
+
+  // Everything above t is sent; of the entries equal to t, the lowest indices
+  // fill the remaining slots. Scanning in index order yields sorted indices.
+  size_t above = 0;
+  for (size_t i = 0; i < count; ++i) above += magnitude(acc[i]) > threshold ? 1 : 0;
+  TUTTI_CHECK_LE(above, k);
+  size_t ties_left = k - above;
+  size_t j = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float m = magnitude(acc[i]);
+    if (m < threshold) continue;
+    if (m == threshold) {
+      if (ties_left == 0) continue;
+      --ties_left;
+    }
+    const auto index = static_cast<uint32_t>(i);
+    std::memcpy(index_out + j * sizeof(uint32_t), &index, sizeof(uint32_t));
+    std::memcpy(value_out + j * sizeof(float), &acc[i], sizeof(float));
+    acc[i] = 0.0f;  // sent: nothing of it remains in the residual
+    ++j;
+  }
+  TUTTI_CHECK_EQ(j, k);
+  return Status::ok();
+}
+
+Status TopKCompressor::accumulate(const uint8_t* packed, size_t bytes, float* dense_out,
+                                  size_t count) const {
+  PackedHeader h;
+  if (!compression_detail::readPackedHeader(packed, bytes, &h) || h.format != kPackedTopK) {
+    return Status::invalidArgument(spec() + ": chunk of " + std::to_string(bytes) +
+                                   " bytes has no valid top-k header (corrupt, or another "
+                                   "compressor on the sending rank)");
+  }
+  if (h.count != count) {
+    return Status::invalidArgument(spec() + ": chunk is for " + std::to_string(h.count) +
+                                   " elements, this tensor has " + std::to_string(count));
+  }
+  const size_t k = h.param;
+  if (k > count || bytes != kPackedHeaderBytes + k * (sizeof(uint32_t) + sizeof(float))) {
+    return Status::invalidArgument(spec() + ": chunk of " + std::to_string(bytes) + " bytes with " +
+                                   std::to_string(k) + " pairs for " + std::to_string(count) +
+                                   " elements: sizes do not match");
+  }
+  const uint8_t* const index_in = packed + kPackedHeaderBytes;
+  const uint8_t* const value_in = index_in + k * sizeof(uint32_t);
+  uint32_t previous = 0;
+  for (size_t j = 0; j < k; ++j) {
+    uint32_t index;
+    float value;
+    std::memcpy(&index, index_in + j * sizeof(uint32_t), sizeof(uint32_t));
+    std::memcpy(&value, value_in + j * sizeof(float), sizeof(float));
+    if (index >= count || (j > 0 && index <= previous)) {
+      return Status::invalidArgument(spec() + ": pair " + std::to_string(j) + " has index " +
+                                     std::to_string(index) + " (indices must increase and be < " +
+                                     std::to_string(count) + ")");
+    }
+    dense_out[index] += value;
+    previous = index;
+  }
+  return Status::ok();
+}
+
+Status TopKCompressor::decompress(const uint8_t* packed, size_t bytes, void* output, size_t count,
+                                  DataType dtype) const {
+  if (!appliesTo(dtype)) {
+    return Status::invalidArgument(spec() + " decompression: dtype " +
+                                   std::string(dataTypeName(dtype)) + " is not compressed");
+  }
+  if (dtype == DataType::kFloat32) {
+    std::fill_n(static_cast<float*>(output), count, 0.0f);
+    return accumulate(packed, bytes, static_cast<float*>(output), count);
+  }
+  std::vector<float> dense(count, 0.0f);
+  TUTTI_RETURN_IF_ERROR(accumulate(packed, bytes, dense.data(), count));
+  fromFloat32(dense.data(), count, dtype, output);
+  return Status::ok();
+}
+
+}  // namespace tutti

@@ -1,0 +1,68 @@
+#pragma once
+
+// Top-k sparsification with error feedback (Lin et al., "Deep Gradient
+// Compression", ICLR 2018; Stich et al., "Sparsified SGD with Memory",
+// NeurIPS 2018). Each step, for a tensor `name` with residual r (zeros at
+// first): acc = gradient + r; send the k entries of acc with the largest
+// magnitudes as (index, value) pairs; r = acc with the sent entries zeroed.
+// Over many steps the sum of what was sent equals the sum of the gradients
+// minus the current residual, which stays bounded (tests check both).
+//
+// k = 0 for count 0; otherwise k = min(count, max(1, ceil(ratio * count))),
+// with ceil taken after removing a 1e-9 relative excess so that decimal ratios
+// do not round up (0.07 * 100 gives 7, not 8). Selection: exactly the k
+// largest |acc|; equal magnitudes at the boundary go to the lower indices
+// (deterministic). NaN counts as an infinite magnitude (it is sent, and so
+// shows up in the result as it would uncompressed).
+//
+// Exchange: kAllgather. Chunk layout (compression/packed_format.h header,
+// then): u32 index[k], strictly increasing, < count; f32 value[k].
+// packedBytes(count) = 16 + 8k: 1 % keeps 0.08 bytes per element against
+// float32's 4. accumulate() adds each pair into a float32 dense buffer.
+//
+// dtypes: float16, bfloat16, float32, float64 (acc and residual in float32).
+// count must be < 2^32 (indices are u32): kInvalidArgument otherwise.
+// Cost: O(count) per step (std::nth_element on a scratch copy of the
+// magnitudes, then two linear passes); scratch of 4 bytes per element, kept.
+// Threading: one thread at a time (the background thread).
+
+#include <cstddef>
+#include <vector>
+
+#include "compression/compressor.h"
+#include "compression/error_feedback.h"
+
+namespace tutti {
+
+class TopKCompressor : public Compressor {
+ public:
+  // ratio in (0, 1] (makeCompressor validates; anything else here is a bug).
+  explicit TopKCompressor(double ratio);
+
+  // The k for `count` elements at `ratio` (see above).
+  static size_t selectCount(double ratio, size_t count);
+
+  double ratio() const { return ratio_; }
+  std::string spec() const override;
+  ExchangeKind exchangeKind() const override { return ExchangeKind::kAllgather; }
+  bool appliesTo(DataType dtype) const override;
+  DataType wireDType(DataType /*dtype*/) const override { return DataType::kUInt8; }
+  size_t packedBytes(size_t count) const override;
+  Status compress(const void* input, size_t count, DataType dtype, const std::string& name,
+                  std::vector<uint8_t>* out) override;
+  Status decompress(const uint8_t* packed, size_t bytes, void* output, size_t count,
+                    DataType dtype) const override;
+  Status accumulate(const uint8_t* packed, size_t bytes, float* dense_out,
+                    size_t count) const override;
+
+  const ResidualMap& residuals() const override { return residuals_.all(); }
+  void setResiduals(ResidualMap residuals) override { residuals_.set(std::move(residuals)); }
+  void clearResiduals() override { residuals_.clear(); }
+
+ private:
+  double ratio_;
+  ResidualStore residuals_;
+  std::vector<float> scratch_;  // magnitudes for nth_element; converted input
+};
+
+}  // namespace tutti
