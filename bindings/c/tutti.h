@@ -1,0 +1,314 @@
+/*
+ * tutti.h: the stable C ABI of tutti, the collective communication library.
+ *
+ * Every framework binding (the Python package, a C++ trainer, Julia, Rust)
+ * links this API of libtutti.so and nothing else. The ABI follows the
+ * SOVERSION of the library: within one major version, functions and enum
+ * values are only ever added, never changed or renumbered.
+ *
+ * Model. A process is one rank of a job. tutti_init() reads the job's
+ * placement and knobs from the TUTTI_* environment variables (written by
+ * `tuttirun`, or by hand), connects to every peer and starts one background
+ * thread. Collectives are asynchronous: tutti_<op>_async() validates the local
+ * input, returns a handle at once, and the op runs on the background thread
+ * once every rank submitted a tensor of the same name. tutti_wait() or
+ * tutti_poll() observe completion; tutti_release() forgets the handle.
+ *
+ * Memory. Input and output tensors are borrowed: the caller keeps them alive
+ * and unchanged (inputs) until the op's handle completed. Outputs whose size
+ * only the runtime knows (allgather, alltoall, reducescatter) are owned by the
+ * handle: tutti_handle_output() points at them until tutti_release().
+ *
+ * Errors. Every function that can fail returns a tutti_status code (TUTTI_OK
+ * = 0) and stores a message a user can act on in a thread-local last-error
+ * string (tutti_last_error()). A completed handle carries its own status and
+ * message (tutti_wait(), tutti_handle_message()).
+ *
+ * Thread-safety. Every function may be called from any thread at any time,
+ * concurrently, unless its comment says otherwise. tutti_init() and
+ * tutti_shutdown() serialise with each other.
+ *
+ * Names. Ops are matched across ranks by name: every rank submits the same
+ * name for the same tensor. A NULL or empty name makes the runtime generate
+ * one from a per-process counter, so unnamed ops must be issued in the same
+ * order on every rank. A name may be reused once its previous op completed.
+ */
+#ifndef TUTTI_TUTTI_H_
+#define TUTTI_TUTTI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define TUTTI_API
+#else
+#define TUTTI_API __attribute__((visibility("default")))
+#endif
+
+/* Version of this header. tutti_version() returns the library's. */
+#define TUTTI_VERSION_MAJOR 0
+#define TUTTI_VERSION_MINOR 1
+#define TUTTI_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define TUTTI_VERSION_NUMBER \
+  (TUTTI_VERSION_MAJOR * 10000 + TUTTI_VERSION_MINOR * 100 + TUTTI_VERSION_PATCH)
+
+/* Element types. Values equal tutti::DataType (core/dtype.h); never renumbered. */
+typedef enum tutti_dtype {
+  TUTTI_UINT8 = 0,
+  TUTTI_INT8 = 1,
+  TUTTI_INT16 = 2,
+  TUTTI_INT32 = 3,
+  TUTTI_INT64 = 4,
+  TUTTI_FLOAT16 = 5,  /* IEEE 754 binary16 */
+  TUTTI_BFLOAT16 = 6, /* the upper 16 bits of a float32 */
+  TUTTI_FLOAT32 = 7,
+  TUTTI_FLOAT64 = 8,
+  TUTTI_BOOL = 9 /* one byte, 0 or 1 */
+} tutti_dtype;
+
+/* Reduction operators. Values equal tutti::ReduceOp (core/dtype.h). */
+typedef enum tutti_reduce_op {
+  TUTTI_SUM = 0,
+  TUTTI_AVERAGE = 1, /* sum divided by the number of contributing ranks */
+  TUTTI_MIN = 2,
+  TUTTI_MAX = 3,
+  TUTTI_PRODUCT = 4
+} tutti_reduce_op;
+
+/* Status codes. Values equal tutti::StatusCode (core/status.h). */
+typedef enum tutti_status {
+  TUTTI_OK = 0,
+  TUTTI_ERR_INVALID_ARGUMENT = 1, /* bad input from this rank's caller */
+  TUTTI_ERR_MISMATCH = 2,         /* ranks submitted incompatible requests for one name */
+  TUTTI_ERR_PEER_LOST = 3,        /* a peer died or its connection broke */
+  TUTTI_ERR_SHUTDOWN = 4,         /* the runtime was shut down while the op was pending */
+  TUTTI_ERR_TIMEOUT = 5,          /* a wait's deadline expired (the op goes on) */
+  TUTTI_ERR_STALLED = 6,          /* stall shutdown: some ranks never submitted the tensor */
+  TUTTI_ERR_NOT_INITIALIZED = 7,  /* tutti_init() not called, or tutti_shutdown() was */
+  TUTTI_ERR_DUPLICATE_NAME = 8,   /* a tensor of that name is in flight on this rank */
+  TUTTI_ERR_IO = 9,               /* I/O failure that is not a lost peer (bind, auth) */
+  TUTTI_ERR_INTERNAL = 10         /* a bug in tutti */
+} tutti_status;
+
+/* Where a tensor's memory lives. Only TUTTI_DEVICE_CPU is implemented. */
+typedef enum tutti_device { TUTTI_DEVICE_CPU = 0, TUTTI_DEVICE_CUDA = 1 } tutti_device;
+
+/*
+ * A borrowed, contiguous, row-major tensor. shape has ndim entries (ndim = 0
+ * is a scalar of one element); it is read during the call only. The fields
+ * that hold enum values are int32_t so that the layout is fixed.
+ */
+typedef struct tutti_tensor {
+  void* data;           /* first element; may be NULL when the tensor has 0 elements */
+  int32_t dtype;        /* a tutti_dtype */
+  int32_t ndim;         /* number of dimensions, 0..64 */
+  const int64_t* shape; /* ndim sizes, outermost first, each >= 0 */
+  int32_t device;       /* a tutti_device */
+  int32_t device_id;    /* CUDA device ordinal; -1 for the CPU */
+} tutti_tensor;
+
+/* An operation in flight. Positive; 0 is never a valid handle. */
+typedef int64_t tutti_handle;
+
+/* ---- Version, build, errors ---------------------------------------------- */
+
+/* Version of the loaded library as "MAJOR.MINOR.PATCH"; sets the three ints
+ * when non-NULL. Never fails. */
+TUTTI_API const char* tutti_version(int* major, int* minor, int* patch);
+
+/* 1 when this build has `feature`, else 0. Features: "tcp", "mpi", "nccl",
+ * "cuda" (backends and device support registered in this library). Unknown
+ * names (and NULL) give 0. */
+TUTTI_API int tutti_built_with(const char* feature);
+
+/* Message of the last failed tutti call on the calling thread ("" if none).
+ * Valid until the next tutti call on this thread. */
+TUTTI_API const char* tutti_last_error(void);
+
+/* Lower-case name of a status code ("peer lost", "mismatch", ...); "unknown"
+ * for values outside tutti_status. */
+TUTTI_API const char* tutti_status_name(int status);
+
+/* Size of one element of `dtype` in bytes; 0 for an invalid dtype. */
+TUTTI_API size_t tutti_dtype_size(int dtype);
+
+/* ---- Lifecycle ------------------------------------------------------------- */
+
+/*
+ * Joins the job described by the TUTTI_* environment variables: TUTTI_RANK,
+ * TUTTI_SIZE, TUTTI_RENDEZVOUS_ADDR/PORT, TUTTI_SECRET, ... (see docs). Blocks
+ * until every rank connected, at most TUTTI_TIMEOUT_SECONDS.
+ * Errors: TUTTI_ERR_INVALID_ARGUMENT for a bad setting (the message names the
+ * variable and the accepted range), TUTTI_ERR_TIMEOUT naming the ranks that
+ * never arrived, TUTTI_ERR_IO. Calling it while initialised is TUTTI_OK and
+ * does nothing. After tutti_shutdown() it may be called again (another world
+ * size is fine).
+ */
+TUTTI_API int tutti_init(void);
+
+/*
+ * Completes every pending handle with TUTTI_ERR_SHUTDOWN, tells the peers,
+ * and stops the background thread. Handles stay valid for tutti_wait() and
+ * tutti_release() until then, not after: once this returns, every handle is
+ * forgotten. Idempotent: TUTTI_OK when not initialised.
+ */
+TUTTI_API int tutti_shutdown(void);
+
+/* 1 between a successful tutti_init() and tutti_shutdown(), else 0. */
+TUTTI_API int tutti_is_initialized(void);
+
+/* Placement of this process. Return -1 (and set the last error to
+ * TUTTI_ERR_NOT_INITIALIZED) when not initialised.
+ * rank: 0..size-1 in the job; local: among the ranks on this host;
+ * cross: index of this host among the job's hosts (cross_size hosts). */
+TUTTI_API int tutti_rank(void);
+TUTTI_API int tutti_size(void);
+TUTTI_API int tutti_local_rank(void);
+TUTTI_API int tutti_local_size(void);
+TUTTI_API int tutti_cross_rank(void);
+TUTTI_API int tutti_cross_size(void);
+
+/* ---- Collectives ----------------------------------------------------------- */
+/*
+ * Common to every *_async function:
+ * - `name`: NULL or "" generates one (see Names above).
+ * - `handle` (out): set on TUTTI_OK; left unchanged otherwise.
+ * - Returns TUTTI_OK, or at once: TUTTI_ERR_INVALID_ARGUMENT (the message names
+ *   the argument and what is accepted), TUTTI_ERR_DUPLICATE_NAME,
+ *   TUTTI_ERR_NOT_INITIALIZED, TUTTI_ERR_SHUTDOWN, or TUTTI_ERR_PEER_LOST once a
+ *   peer was lost. Cross-rank disagreements complete the handle with
+ *   TUTTI_ERR_MISMATCH on every rank instead.
+ */
+
+/*
+ * output = postscale * reduce_op(prescale * input over ranks).
+ * input and output: same dtype and shape; output may be the same memory as
+ * input (in place). Every op for numbers; bool allows sum/min/max/product as
+ * logical or/and/or/and. Integer tensors are scaled in float64 and rounded.
+ * `op` is a tutti_reduce_op; scale factors are plain multipliers (1.0 = none).
+ */
+TUTTI_API int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output,
+                                    const char* name, int op, double prescale, double postscale,
+                                    tutti_handle* handle);
+
+/*
+ * Allreduces `count` tensors as one group: none starts before all are ready on
+ * every rank; they are fused together. inputs[i] -> outputs[i] as in
+ * tutti_allreduce_async. handles: an array of `count` handles (out). Names
+ * are name + "." + i (generated when name is NULL or "").
+ */
+TUTTI_API int tutti_grouped_allreduce_async(int count, const tutti_tensor* inputs,
+                                            const tutti_tensor* outputs, const char* name, int op,
+                                            double prescale, double postscale,
+                                            tutti_handle* handles);
+
+/*
+ * Concatenates every rank's input along the first dimension, in rank order.
+ * First dimensions may differ per rank; the others must match (else
+ * TUTTI_ERR_MISMATCH on every rank); ndim must be >= 1. The output is owned by
+ * the handle: tutti_handle_output().
+ */
+TUTTI_API int tutti_allgather_async(const tutti_tensor* input, const char* name,
+                                    tutti_handle* handle);
+
+/*
+ * Writes rank `root`'s input into every rank's output (same dtype and shape;
+ * output may be the same memory as input). Ranks naming different roots get
+ * TUTTI_ERR_MISMATCH.
+ */
+TUTTI_API int tutti_broadcast_async(const tutti_tensor* input, const tutti_tensor* output, int root,
+                                    const char* name, tutti_handle* handle);
+
+/*
+ * Sends splits[p] consecutive rows (first-dimension slices) of input to rank
+ * p, in rank order. splits: NULL (with nsplits = 0) divides the first
+ * dimension evenly (it must be divisible by the size); else nsplits must equal
+ * the size, each split >= 0, their sum <= the first dimension. Output (rows
+ * received from each rank, concatenated in rank order) and received splits
+ * through the handle: tutti_handle_output(), tutti_handle_received_splits().
+ */
+TUTTI_API int tutti_alltoall_async(const tutti_tensor* input, const int64_t* splits, int nsplits,
+                                   const char* name, tutti_handle* handle);
+
+/*
+ * Reduces the input (same shape on every rank) as allreduce does and gives
+ * rank r rows [offset_r, offset_r + rows_r) of the result, where rows_r =
+ * d0 / size plus one for the first d0 % size ranks. Output through the handle.
+ */
+TUTTI_API int tutti_reducescatter_async(const tutti_tensor* input, const char* name, int op,
+                                        double prescale, double postscale, tutti_handle* handle);
+
+/* Completes on every rank once every rank entered it. */
+TUTTI_API int tutti_barrier_async(tutti_handle* handle);
+
+/*
+ * This rank has no more data: until every rank joined, it takes part in the
+ * other ranks' allreduces with zeros. Completes once every rank joined;
+ * tutti_handle_join_result() gives the last rank to join (same on every rank).
+ */
+TUTTI_API int tutti_join_async(tutti_handle* handle);
+
+/* ---- Handles ----------------------------------------------------------------- */
+
+/* 1 once the op completed (successfully or not), 0 while it runs, or a
+ * negative -tutti_status for an unknown or released handle. Never blocks. */
+TUTTI_API int tutti_poll(tutti_handle handle);
+
+/*
+ * Waits until the op completed and returns its status (TUTTI_OK or the op's
+ * error; the message is then also the last error). timeout_seconds < 0 waits
+ * without a deadline (the runtime itself fails every op within
+ * TUTTI_TIMEOUT_SECONDS of losing a peer, so this never hangs forever); on
+ * expiry returns TUTTI_ERR_TIMEOUT and the op goes on. Unknown or released
+ * handle: TUTTI_ERR_INVALID_ARGUMENT. May be called again after completion:
+ * returns the same status. Several threads may wait on one handle.
+ */
+TUTTI_API int tutti_wait(tutti_handle handle, double timeout_seconds);
+
+/*
+ * Copies the completed op's message (NUL-terminated, truncated to fit) into
+ * buf of buf_size bytes (buf may be NULL when buf_size is 0). Returns the
+ * message length without the NUL (like snprintf), so a caller can size the
+ * buffer; the message is "" for a successful op. For a pending op the status
+ * and message say so. status (out, may be NULL): the op's tutti_status, or
+ * TUTTI_ERR_INVALID_ARGUMENT for an unknown handle.
+ */
+TUTTI_API size_t tutti_handle_message(tutti_handle handle, int* status, char* buf, size_t buf_size);
+
+/*
+ * Describes the runtime-sized output of a successfully completed allgather,
+ * alltoall or reducescatter: out->data, dtype, ndim, shape (device CPU). The
+ * data and shape pointers stay valid until tutti_release(handle) or
+ * tutti_shutdown(). Errors: TUTTI_ERR_INVALID_ARGUMENT for an unknown handle,
+ * a pending one, or an op without such output; the op's own error if it failed.
+ */
+TUTTI_API int tutti_handle_output(tutti_handle handle, tutti_tensor* out);
+
+/* Copies that output into dst (dst_bytes >= its size in bytes, else
+ * TUTTI_ERR_INVALID_ARGUMENT naming both sizes). */
+TUTTI_API int tutti_handle_output_copy(tutti_handle handle, void* dst, size_t dst_bytes);
+
+/*
+ * Received splits of a completed alltoall: rows that came from each rank.
+ * Writes min(capacity, size) entries to splits; *count (may be NULL) = size.
+ */
+TUTTI_API int tutti_handle_received_splits(tutti_handle handle, int64_t* splits, int capacity,
+                                           int* count);
+
+/* Last rank to join, for a completed tutti_join_async handle. */
+TUTTI_API int tutti_handle_join_result(tutti_handle handle, int* last_rank);
+
+/* Forgets a completed handle and frees its output. A pending handle is
+ * TUTTI_ERR_INVALID_ARGUMENT (wait first); so is an unknown one. */
+TUTTI_API int tutti_release(tutti_handle handle);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TUTTI_TUTTI_H_ */

@@ -1,0 +1,507 @@
+// The C ABI (tutti.h) over tutti::Runtime.
+//
+// The one process global of tutti lives here: the Runtime that tutti_init()
+// creates. A shared_mutex guards the pointer, not the Runtime (which is itself
+// thread-safe): every call takes it shared, so waits on different threads and
+// enqueues run concurrently; init and shutdown take it exclusively. Shutdown
+// first completes every pending handle (under the shared lock) so that no
+// waiter holds the lock while shutdown waits for it.
+
+#include "tutti/config.h"  // TUTTI_VERSION_*: must agree with tutti.h (a redefinition warns)
+
+// clang-format off
+#include "bindings/c/tutti.h"
+// clang-format on
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "coordinator/runtime.h"
+#include "core/dtype.h"
+#include "core/settings.h"
+#include "core/status.h"
+#include "core/tensor.h"
+
+static_assert(TUTTI_UINT8 == static_cast<int>(tutti::DataType::kUInt8), "dtype ABI");
+static_assert(TUTTI_INT8 == static_cast<int>(tutti::DataType::kInt8), "dtype ABI");
+static_assert(TUTTI_INT16 == static_cast<int>(tutti::DataType::kInt16), "dtype ABI");
+static_assert(TUTTI_INT32 == static_cast<int>(tutti::DataType::kInt32), "dtype ABI");
+static_assert(TUTTI_INT64 == static_cast<int>(tutti::DataType::kInt64), "dtype ABI");
+static_assert(TUTTI_FLOAT16 == static_cast<int>(tutti::DataType::kFloat16), "dtype ABI");
+static_assert(TUTTI_BFLOAT16 == static_cast<int>(tutti::DataType::kBFloat16), "dtype ABI");
+static_assert(TUTTI_FLOAT32 == static_cast<int>(tutti::DataType::kFloat32), "dtype ABI");
+static_assert(TUTTI_FLOAT64 == static_cast<int>(tutti::DataType::kFloat64), "dtype ABI");
+static_assert(TUTTI_BOOL == static_cast<int>(tutti::DataType::kBool), "dtype ABI");
+static_assert(tutti::kNumDataTypes == 10, "a new dtype needs a TUTTI_* value in tutti.h");
+static_assert(TUTTI_SUM == static_cast<int>(tutti::ReduceOp::kSum), "op ABI");
+static_assert(TUTTI_AVERAGE == static_cast<int>(tutti::ReduceOp::kAverage), "op ABI");
+static_assert(TUTTI_MIN == static_cast<int>(tutti::ReduceOp::kMin), "op ABI");
+static_assert(TUTTI_MAX == static_cast<int>(tutti::ReduceOp::kMax), "op ABI");
+static_assert(TUTTI_PRODUCT == static_cast<int>(tutti::ReduceOp::kProduct), "op ABI");
+static_assert(tutti::kNumReduceOps == 5, "a new op needs a TUTTI_* value in tutti.h");
+static_assert(TUTTI_OK == static_cast<int>(tutti::StatusCode::kOk), "status ABI");
+static_assert(TUTTI_ERR_INVALID_ARGUMENT == static_cast<int>(tutti::StatusCode::kInvalidArgument),
+              "status ABI");
+static_assert(TUTTI_ERR_MISMATCH == static_cast<int>(tutti::StatusCode::kMismatch), "status ABI");
+static_assert(TUTTI_ERR_PEER_LOST == static_cast<int>(tutti::StatusCode::kPeerLost), "status ABI");
+static_assert(TUTTI_ERR_SHUTDOWN == static_cast<int>(tutti::StatusCode::kShutdown), "status ABI");
+static_assert(TUTTI_ERR_TIMEOUT == static_cast<int>(tutti::StatusCode::kTimeout), "status ABI");
+static_assert(TUTTI_ERR_STALLED == static_cast<int>(tutti::StatusCode::kStalled), "status ABI");
+static_assert(TUTTI_ERR_NOT_INITIALIZED == static_cast<int>(tutti::StatusCode::kNotInitialized),
+              "status ABI");
+static_assert(TUTTI_ERR_DUPLICATE_NAME == static_cast<int>(tutti::StatusCode::kDuplicateName),
+              "status ABI");
+static_assert(TUTTI_ERR_IO == static_cast<int>(tutti::StatusCode::kIoError), "status ABI");
+static_assert(TUTTI_ERR_INTERNAL == static_cast<int>(tutti::StatusCode::kInternal), "status ABI");
+static_assert(TUTTI_DEVICE_CPU == static_cast<int>(tutti::DeviceType::kCpu), "device ABI");
+static_assert(TUTTI_DEVICE_CUDA == static_cast<int>(tutti::DeviceType::kCuda), "device ABI");
+static_assert(sizeof(tutti::Handle) == sizeof(tutti_handle), "handle ABI");
+
+namespace {
+
+constexpr int kMaxDims = 64;
+
+// The runtime of this process (null when not initialised) and its guard.
+struct Global {
+  std::shared_mutex mutex;
+  std::unique_ptr<tutti::Runtime> runtime;
+};
+
+Global& global() {
+  static Global* g = new Global();  // never destroyed: safe to use from atexit handlers
+  return *g;
+}
+
+thread_local std::string t_last_error;
+
+int fail(const tutti::Status& status) {
+  t_last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+int report(const tutti::Status& status) {
+  if (status.isOk()) return TUTTI_OK;
+  return fail(status);
+}
+
+int failInvalid(const std::string& message) {
+  return fail(tutti::Status::invalidArgument(message));
+}
+
+int failNotInitialized() {
+  return fail(tutti::Status::notInitialized("tutti is not initialized: call tutti_init() first"));
+}
+
+// Runs fn(runtime) under the shared lock; kNotInitialized without a runtime.
+template <typename Fn>
+int withRuntime(Fn&& fn) {
+  Global& g = global();
+  std::shared_lock<std::shared_mutex> lock(g.mutex);
+  if (!g.runtime) return failNotInitialized();
+  return fn(*g.runtime);
+}
+
+int placement(int (tutti::Runtime::*getter)() const) {
+  Global& g = global();
+  std::shared_lock<std::shared_mutex> lock(g.mutex);
+  if (!g.runtime) {
+    failNotInitialized();
+    return -1;
+  }
+  return ((*g.runtime).*getter)();
+}
+
+// Checks a C tensor descriptor and turns it into a view. `what` names the
+// argument in messages ("input", "outputs[3]").
+int toView(const tutti_tensor* tensor, const std::string& what, tutti::TensorView* view) {
+  if (tensor == nullptr) return failInvalid(what + " is NULL");
+  if (!tutti::isValidDataType(tensor->dtype)) {
+    return failInvalid(what + ".dtype = " + std::to_string(tensor->dtype) +
+                       ": expected a tutti_dtype in [0, 9]");
+  }
+  if (tensor->ndim < 0 || tensor->ndim > kMaxDims) {
+    return failInvalid(what + ".ndim = " + std::to_string(tensor->ndim) + ": expected 0.." +
+                       std::to_string(kMaxDims));
+  }
+  if (tensor->ndim > 0 && tensor->shape == nullptr) {
+    return failInvalid(what + ".shape is NULL but ndim = " + std::to_string(tensor->ndim));
+  }
+  if (tensor->device != TUTTI_DEVICE_CPU && tensor->device != TUTTI_DEVICE_CUDA) {
+    return failInvalid(what + ".device = " + std::to_string(tensor->device) +
+                       ": expected TUTTI_DEVICE_CPU (0) or TUTTI_DEVICE_CUDA (1)");
+  }
+  tutti::Shape shape(tensor->shape, tensor->shape + tensor->ndim);
+  for (int i = 0; i < tensor->ndim; ++i) {
+    if (shape[i] < 0) {
+      return failInvalid(what + ".shape[" + std::to_string(i) + "] = " + std::to_string(shape[i]) +
+                         ": dimensions must be >= 0");
+    }
+  }
+  if (tensor->data == nullptr && tutti::numElements(shape) > 0) {
+    return failInvalid(what + ".data is NULL but the tensor has " +
+                       std::to_string(tutti::numElements(shape)) + " elements");
+  }
+  view->data = tensor->data;
+  view->dtype = static_cast<tutti::DataType>(tensor->dtype);
+  view->shape = std::move(shape);
+  view->device = static_cast<tutti::DeviceType>(tensor->device);
+  view->device_id = tensor->device_id;
+  return TUTTI_OK;
+}
+
+int checkHandleOut(const void* handle) {
+  if (handle == nullptr) return failInvalid("handle (out) is NULL");
+  return TUTTI_OK;
+}
+
+int toOp(int op, tutti::ReduceOp* out) {
+  if (!tutti::isValidReduceOp(op)) {
+    return failInvalid("op = " + std::to_string(op) + ": expected a tutti_reduce_op in [0, 4]");
+  }
+  *out = static_cast<tutti::ReduceOp>(op);
+  return TUTTI_OK;
+}
+
+std::string toName(const char* name) {
+  return name == nullptr ? std::string() : std::string(name);
+}
+
+// The completed op's status, or kInvalidArgument when it is still pending.
+tutti::Status completedStatus(tutti::Runtime& runtime, tutti_handle handle) {
+  if (!runtime.poll(handle)) {
+    tutti::Status probe = runtime.wait(handle, 0);
+    if (probe.code() == tutti::StatusCode::kTimeout) {
+      return tutti::Status::invalidArgument("handle " + std::to_string(handle) +
+                                            " is still pending: wait for it first");
+    }
+    return probe;  // unknown handle (or completed in between)
+  }
+  return runtime.wait(handle, 0);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* tutti_version(int* major, int* minor, int* patch) {
+  if (major != nullptr) *major = TUTTI_VERSION_MAJOR;
+  if (minor != nullptr) *minor = TUTTI_VERSION_MINOR;
+  if (patch != nullptr) *patch = TUTTI_VERSION_PATCH;
+  return TUTTI_VERSION_STRING;
+}
+
+int tutti_built_with(const char* feature) {
+  if (feature == nullptr) return 0;
+  const std::string f(feature);
+  // The MPI and NCCL backends define these when ops/ registers them.
+#if defined(TUTTI_REGISTERED_MPI)
+  if (f == "mpi") return 1;
+#endif
+#if defined(TUTTI_REGISTERED_NCCL)
+  if (f == "nccl" || f == "cuda") return 1;
+#endif
+  return f == "tcp" ? 1 : 0;
+}
+
+const char* tutti_last_error(void) {
+  return t_last_error.c_str();
+}
+
+const char* tutti_status_name(int status) {
+  if (status < TUTTI_OK || status > TUTTI_ERR_INTERNAL) return "unknown";
+  return tutti::statusCodeName(static_cast<tutti::StatusCode>(status));
+}
+
+size_t tutti_dtype_size(int dtype) {
+  if (!tutti::isValidDataType(dtype)) return 0;
+  return tutti::dataTypeSize(static_cast<tutti::DataType>(dtype));
+}
+
+int tutti_init(void) {
+  Global& g = global();
+  std::unique_lock<std::shared_mutex> lock(g.mutex);
+  if (g.runtime) return TUTTI_OK;
+  tutti::Settings settings;
+  tutti::Status status = tutti::loadSettings(tutti::processEnv(), &settings);
+  if (!status.isOk()) return fail(status);
+  std::unique_ptr<tutti::Runtime> runtime;
+  status = tutti::Runtime::create(settings, &runtime);
+  if (!status.isOk()) return fail(status);
+  g.runtime = std::move(runtime);
+  return TUTTI_OK;
+}
+
+int tutti_shutdown(void) {
+  Global& g = global();
+  {
+    // Completes pending handles so that waiters (who hold the shared lock)
+    // return before we ask for the exclusive one.
+    std::shared_lock<std::shared_mutex> lock(g.mutex);
+    if (!g.runtime) return TUTTI_OK;
+    g.runtime->shutdown();
+  }
+  std::unique_ptr<tutti::Runtime> dead;
+  tutti::Status status;
+  {
+    std::unique_lock<std::shared_mutex> lock(g.mutex);
+    if (!g.runtime) return TUTTI_OK;  // another thread shut down in between
+    status = g.runtime->shutdown();
+    dead = std::move(g.runtime);
+  }
+  dead.reset();  // joins the background thread outside the lock
+  return report(status);
+}
+
+int tutti_is_initialized(void) {
+  Global& g = global();
+  std::shared_lock<std::shared_mutex> lock(g.mutex);
+  return g.runtime ? 1 : 0;
+}
+
+int tutti_rank(void) {
+  return placement(&tutti::Runtime::rank);
+}
+int tutti_size(void) {
+  return placement(&tutti::Runtime::size);
+}
+int tutti_local_rank(void) {
+  return placement(&tutti::Runtime::localRank);
+}
+int tutti_local_size(void) {
+  return placement(&tutti::Runtime::localSize);
+}
+int tutti_cross_rank(void) {
+  return placement(&tutti::Runtime::crossRank);
+}
+int tutti_cross_size(void) {
+  return placement(&tutti::Runtime::crossSize);
+}
+
+int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output, const char* name,
+                          int op, double prescale, double postscale, tutti_handle* handle) {
+  tutti::TensorView in, out;
+  tutti::OpOptions options;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(input, "input", &in)) return rc;
+  if (int rc = toView(output, "output", &out)) return rc;
+  if (int rc = toOp(op, &options.reduce_op)) return rc;
+  options.name = toName(name);
+  options.prescale = prescale;
+  options.postscale = postscale;
+  return withRuntime(
+      [&](tutti::Runtime& rt) { return report(rt.allreduce(in, out, options, handle)); });
+}
+
+int tutti_grouped_allreduce_async(int count, const tutti_tensor* inputs,
+                                  const tutti_tensor* outputs, const char* name, int op,
+                                  double prescale, double postscale, tutti_handle* handles) {
+  if (count < 0) return failInvalid("count = " + std::to_string(count) + ": expected >= 0");
+  if (count > 0 && (inputs == nullptr || outputs == nullptr || handles == nullptr)) {
+    return failInvalid("inputs, outputs and handles must be arrays of count = " +
+                       std::to_string(count) + " entries, got NULL");
+  }
+  std::vector<tutti::TensorView> in(count), out(count);
+  for (int i = 0; i < count; ++i) {
+    const std::string index = "[" + std::to_string(i) + "]";
+    if (int rc = toView(&inputs[i], "inputs" + index, &in[i])) return rc;
+    if (int rc = toView(&outputs[i], "outputs" + index, &out[i])) return rc;
+  }
+  tutti::OpOptions options;
+  if (int rc = toOp(op, &options.reduce_op)) return rc;
+  options.name = toName(name);
+  options.prescale = prescale;
+  options.postscale = postscale;
+  return withRuntime([&](tutti::Runtime& rt) {
+    std::vector<tutti::Handle> result;
+    tutti::Status status = rt.groupedAllreduce(in, out, options, &result);
+    if (!status.isOk()) return fail(status);
+    if (result.size() != static_cast<size_t>(count)) {
+      return fail(tutti::Status::internal("groupedAllreduce returned " +
+                                          std::to_string(result.size()) + " handles for " +
+                                          std::to_string(count) + " tensors"));
+    }
+    std::copy(result.begin(), result.end(), handles);
+    return static_cast<int>(TUTTI_OK);
+  });
+}
+
+int tutti_allgather_async(const tutti_tensor* input, const char* name, tutti_handle* handle) {
+  tutti::TensorView in;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(input, "input", &in)) return rc;
+  tutti::OpOptions options;
+  options.name = toName(name);
+  return withRuntime([&](tutti::Runtime& rt) { return report(rt.allgather(in, options, handle)); });
+}
+
+int tutti_broadcast_async(const tutti_tensor* input, const tutti_tensor* output, int root,
+                          const char* name, tutti_handle* handle) {
+  tutti::TensorView in, out;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(input, "input", &in)) return rc;
+  if (int rc = toView(output, "output", &out)) return rc;
+  tutti::OpOptions options;
+  options.name = toName(name);
+  options.root = root;
+  return withRuntime(
+      [&](tutti::Runtime& rt) { return report(rt.broadcast(in, out, options, handle)); });
+}
+
+int tutti_alltoall_async(const tutti_tensor* input, const int64_t* splits, int nsplits,
+                         const char* name, tutti_handle* handle) {
+  tutti::TensorView in;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(input, "input", &in)) return rc;
+  if (nsplits < 0) return failInvalid("nsplits = " + std::to_string(nsplits) + ": expected >= 0");
+  if (nsplits > 0 && splits == nullptr) {
+    return failInvalid("splits is NULL but nsplits = " + std::to_string(nsplits));
+  }
+  tutti::OpOptions options;
+  options.name = toName(name);
+  if (nsplits > 0) options.splits.assign(splits, splits + nsplits);
+  return withRuntime([&](tutti::Runtime& rt) { return report(rt.alltoall(in, options, handle)); });
+}
+
+int tutti_reducescatter_async(const tutti_tensor* input, const char* name, int op, double prescale,
+                              double postscale, tutti_handle* handle) {
+  tutti::TensorView in;
+  tutti::OpOptions options;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(input, "input", &in)) return rc;
+  if (int rc = toOp(op, &options.reduce_op)) return rc;
+  options.name = toName(name);
+  options.prescale = prescale;
+  options.postscale = postscale;
+  return withRuntime(
+      [&](tutti::Runtime& rt) { return report(rt.reducescatter(in, options, handle)); });
+}
+
+int tutti_barrier_async(tutti_handle* handle) {
+  if (int rc = checkHandleOut(handle)) return rc;
+  return withRuntime([&](tutti::Runtime& rt) { return report(rt.barrier(handle)); });
+}
+
+int tutti_join_async(tutti_handle* handle) {
+  if (int rc = checkHandleOut(handle)) return rc;
+  return withRuntime([&](tutti::Runtime& rt) { return report(rt.join(handle)); });
+}
+
+int tutti_poll(tutti_handle handle) {
+  return withRuntime([&](tutti::Runtime& rt) {
+    if (rt.poll(handle)) return 1;
+    // poll() is false for unknown handles too: tell them apart.
+    tutti::Status probe = rt.wait(handle, 0);
+    if (probe.code() == tutti::StatusCode::kTimeout) return 0;
+    if (probe.code() == tutti::StatusCode::kInvalidArgument && !rt.poll(handle)) {
+      return -fail(probe);
+    }
+    return 1;  // completed between the two calls
+  });
+}
+
+int tutti_wait(tutti_handle handle, double timeout_seconds) {
+  return withRuntime([&](tutti::Runtime& rt) { return report(rt.wait(handle, timeout_seconds)); });
+}
+
+size_t tutti_handle_message(tutti_handle handle, int* status, char* buf, size_t buf_size) {
+  tutti::Status st;
+  {
+    Global& g = global();
+    std::shared_lock<std::shared_mutex> lock(g.mutex);
+    if (!g.runtime) {
+      st = tutti::Status::notInitialized("tutti is not initialized: call tutti_init() first");
+    } else if (!g.runtime->poll(handle)) {
+      st = g.runtime->wait(handle, 0);
+      if (st.code() == tutti::StatusCode::kTimeout) {
+        st = tutti::Status::timeout("handle " + std::to_string(handle) + " is still pending");
+      }
+    } else {
+      st = g.runtime->wait(handle, 0);
+    }
+  }
+  if (status != nullptr) *status = static_cast<int>(st.code());
+  const std::string& message = st.message();
+  if (buf != nullptr && buf_size > 0) {
+    const size_t n = std::min(message.size(), buf_size - 1);
+    std::memcpy(buf, message.data(), n);
+    buf[n] = '\0';
+  }
+  return message.size();
+}
+
+int tutti_handle_output(tutti_handle handle, tutti_tensor* out) {
+  if (out == nullptr) return failInvalid("out is NULL");
+  return withRuntime([&](tutti::Runtime& rt) {
+    tutti::Status status = completedStatus(rt, handle);
+    if (!status.isOk()) return fail(status);
+    tutti::OwnedTensor* tensor = rt.output(handle);
+    if (tensor == nullptr) {
+      return failInvalid("handle " + std::to_string(handle) +
+                         " has no runtime-sized output (only allgather, alltoall and "
+                         "reducescatter have one)");
+    }
+    out->data = tensor->bytes.data();
+    out->dtype = static_cast<int32_t>(tensor->dtype);
+    out->ndim = static_cast<int32_t>(tensor->shape.size());
+    out->shape = tensor->shape.data();
+    out->device = TUTTI_DEVICE_CPU;
+    out->device_id = -1;
+    return static_cast<int>(TUTTI_OK);
+  });
+}
+
+int tutti_handle_output_copy(tutti_handle handle, void* dst, size_t dst_bytes) {
+  return withRuntime([&](tutti::Runtime& rt) {
+    tutti::Status status = completedStatus(rt, handle);
+    if (!status.isOk()) return fail(status);
+    tutti::OwnedTensor* tensor = rt.output(handle);
+    if (tensor == nullptr) {
+      return failInvalid("handle " + std::to_string(handle) + " has no runtime-sized output");
+    }
+    const size_t bytes = tensor->bytes.size();
+    if (dst_bytes < bytes) {
+      return failInvalid("dst_bytes = " + std::to_string(dst_bytes) + " but the output has " +
+                         std::to_string(bytes) + " bytes");
+    }
+    if (bytes > 0) {
+      if (dst == nullptr) return failInvalid("dst is NULL");
+      std::memcpy(dst, tensor->bytes.data(), bytes);
+    }
+    return static_cast<int>(TUTTI_OK);
+  });
+}
+
+int tutti_handle_received_splits(tutti_handle handle, int64_t* splits, int capacity, int* count) {
+  if (capacity < 0 || (capacity > 0 && splits == nullptr)) {
+    return failInvalid("splits must hold capacity = " + std::to_string(capacity) + " entries");
+  }
+  return withRuntime([&](tutti::Runtime& rt) {
+    tutti::Status status = completedStatus(rt, handle);
+    if (!status.isOk()) return fail(status);
+    std::vector<int64_t> received = rt.receivedSplits(handle);
+    const size_t n = std::min(received.size(), static_cast<size_t>(capacity));
+    std::copy(received.begin(), received.begin() + n, splits);
+    if (count != nullptr) *count = static_cast<int>(received.size());
+    return static_cast<int>(TUTTI_OK);
+  });
+}
+
+int tutti_handle_join_result(tutti_handle handle, int* last_rank) {
+  if (last_rank == nullptr) return failInvalid("last_rank is NULL");
+  return withRuntime([&](tutti::Runtime& rt) {
+    tutti::Status status = completedStatus(rt, handle);
+    if (!status.isOk()) return fail(status);
+    *last_rank = rt.joinResult(handle);
+    return static_cast<int>(TUTTI_OK);
+  });
+}
+
+int tutti_release(tutti_handle handle) {
+  return withRuntime([&](tutti::Runtime& rt) { return report(rt.release(handle)); });
+}
+
+}  // extern "C"

@@ -1,0 +1,38 @@
+"""tutti: collective communication for synchronous data-parallel training.
+
+This package is pure Python over libtutti's C API (tutti.h), loaded with
+ctypes. Framework bindings live in subpackages: ``import tutti.torch as hvd``.
+"""
+
+from tutti.basics import (
+    built_with,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    init,
+    is_initialized,
+    library_version,
+    local_rank,
+    local_size,
+    mpi_built,
+    nccl_built,
+    rank,
+    shutdown,
+    size,
+    tcp_built,
+)
+from tutti.errors import (
+    DuplicateNameError,
+    InternalError,
+    InvalidArgumentError,
+    MismatchError,
+    NotInitializedError,
+    PeerLostError,
+    ShutdownError,
+    StalledError,
+    TuttiError,
+    TuttiIOError,
+    WaitTimeoutError,
+)
+
+__version__ = "0.1.0"

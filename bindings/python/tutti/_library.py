@@ -1,0 +1,156 @@
+"""Finds and loads libtutti.so and declares the C API's signatures (ctypes).
+
+The library is searched in this order: the TUTTI_LIBRARY environment variable
+(a file path), this package's directory, <repo>/build/bindings/c for a source
+checkout, then the system's linker path (ldconfig). Thread-safety: load() may
+be called from any thread; the library is loaded once per process.
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+
+from tutti.errors import error_for
+
+ABI_MAJOR = 0  # the SOVERSION this package speaks
+
+c_handle = ctypes.c_int64
+
+
+class TensorDesc(ctypes.Structure):
+    """Mirror of struct tutti_tensor (tutti.h)."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("device", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+    ]
+
+
+_SIGNATURES = {
+    "tutti_version": (ctypes.c_char_p, [ctypes.POINTER(ctypes.c_int)] * 3),
+    "tutti_built_with": (ctypes.c_int, [ctypes.c_char_p]),
+    "tutti_last_error": (ctypes.c_char_p, []),
+    "tutti_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "tutti_dtype_size": (ctypes.c_size_t, [ctypes.c_int]),
+    "tutti_init": (ctypes.c_int, []),
+    "tutti_shutdown": (ctypes.c_int, []),
+    "tutti_is_initialized": (ctypes.c_int, []),
+    "tutti_rank": (ctypes.c_int, []),
+    "tutti_size": (ctypes.c_int, []),
+    "tutti_local_rank": (ctypes.c_int, []),
+    "tutti_local_size": (ctypes.c_int, []),
+    "tutti_cross_rank": (ctypes.c_int, []),
+    "tutti_cross_size": (ctypes.c_int, []),
+    "tutti_allreduce_async": (
+        ctypes.c_int,
+        [ctypes.POINTER(TensorDesc), ctypes.POINTER(TensorDesc), ctypes.c_char_p, ctypes.c_int,
+         ctypes.c_double, ctypes.c_double, ctypes.POINTER(c_handle)],
+    ),
+    "tutti_grouped_allreduce_async": (
+        ctypes.c_int,
+        [ctypes.c_int, ctypes.POINTER(TensorDesc), ctypes.POINTER(TensorDesc), ctypes.c_char_p,
+         ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.POINTER(c_handle)],
+    ),
+    "tutti_allgather_async": (
+        ctypes.c_int, [ctypes.POINTER(TensorDesc), ctypes.c_char_p, ctypes.POINTER(c_handle)]),
+    "tutti_broadcast_async": (
+        ctypes.c_int,
+        [ctypes.POINTER(TensorDesc), ctypes.POINTER(TensorDesc), ctypes.c_int, ctypes.c_char_p,
+         ctypes.POINTER(c_handle)],
+    ),
+    "tutti_alltoall_async": (
+        ctypes.c_int,
+        [ctypes.POINTER(TensorDesc), ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
+         ctypes.c_char_p, ctypes.POINTER(c_handle)],
+    ),
+    "tutti_reducescatter_async": (
+        ctypes.c_int,
+        [ctypes.POINTER(TensorDesc), ctypes.c_char_p, ctypes.c_int, ctypes.c_double,
+         ctypes.c_double, ctypes.POINTER(c_handle)],
+    ),
+    "tutti_barrier_async": (ctypes.c_int, [ctypes.POINTER(c_handle)]),
+    "tutti_join_async": (ctypes.c_int, [ctypes.POINTER(c_handle)]),
+    "tutti_poll": (ctypes.c_int, [c_handle]),
+    "tutti_wait": (ctypes.c_int, [c_handle, ctypes.c_double]),
+    "tutti_handle_message": (
+        ctypes.c_size_t,
+        [c_handle, ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_size_t],
+    ),
+    "tutti_handle_output": (ctypes.c_int, [c_handle, ctypes.POINTER(TensorDesc)]),
+    "tutti_handle_output_copy": (ctypes.c_int, [c_handle, ctypes.c_void_p, ctypes.c_size_t]),
+    "tutti_handle_received_splits": (
+        ctypes.c_int,
+        [c_handle, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.POINTER(ctypes.c_int)],
+    ),
+    "tutti_handle_join_result": (ctypes.c_int, [c_handle, ctypes.POINTER(ctypes.c_int)]),
+    "tutti_release": (ctypes.c_int, [c_handle]),
+}
+
+_lock = threading.Lock()
+_lib = None
+
+
+def candidate_paths():
+    """The paths tried, in order (a missing one is skipped)."""
+    paths = []
+    env = os.environ.get("TUTTI_LIBRARY")
+    if env:
+        paths.append(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths += sorted(glob.glob(os.path.join(here, "libtutti.so*")))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    paths.append(os.path.join(repo, "build", "bindings", "c", "libtutti.so"))
+    found = ctypes.util.find_library("tutti")
+    if found:
+        paths.append(found)
+    return paths
+
+
+def load():
+    """Returns the loaded ctypes.CDLL. Raises OSError naming every path tried."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in candidate_paths():
+            if os.path.sep in path and not os.path.exists(path):
+                tried.append(path + " (missing)")
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append("%s (%s)" % (path, e))
+                continue
+            for name, (restype, argtypes) in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            major = ctypes.c_int()
+            lib.tutti_version(ctypes.byref(major), None, None)
+            if major.value != ABI_MAJOR:
+                tried.append("%s (ABI major %d, this package needs %d)" % (path, major.value, ABI_MAJOR))
+                continue
+            _lib = lib
+            return lib
+        raise OSError(
+            "libtutti.so not found; build it (ninja -C build tutti) or set TUTTI_LIBRARY to its "
+            "path. Tried: " + "; ".join(tried or ["nothing"])
+        )
+
+
+def last_error():
+    """The calling thread's last error message of the C API."""
+    return load().tutti_last_error().decode("utf-8", "replace")
+
+
+def check(rc):
+    """Raises the TuttiError subclass for a non-zero status `rc`, with the last error message."""
+    if rc != 0:
+        raise error_for(rc, last_error())

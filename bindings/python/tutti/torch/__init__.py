@@ -1,0 +1,77 @@
+"""tutti for PyTorch: ``import tutti.torch as hvd`` ports a Horovod script.
+
+CPU tensors of every dtype (uint8, int8, int16, int32, int64, float16,
+bfloat16, float32, float64, bool), any shape. See tutti.torch.ops for the
+collectives, tutti.torch.functions for the helpers and
+tutti.torch.optimizer.DistributedOptimizer.
+"""
+
+from tutti.basics import (
+    cross_rank,
+    cross_size,
+    cuda_built,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    nccl_built,
+    rank,
+    shutdown,
+    size,
+)
+from tutti.errors import (
+    DuplicateNameError,
+    InternalError,
+    InvalidArgumentError,
+    MismatchError,
+    NotInitializedError,
+    PeerLostError,
+    ShutdownError,
+    StalledError,
+    TuttiError,
+    TuttiIOError,
+    WaitTimeoutError,
+)
+from tutti.torch.compression import Compression
+from tutti.torch.functions import (
+    allgather_object,
+    broadcast_object,
+    broadcast_optimizer_state,
+    broadcast_parameters,
+)
+from tutti.torch.ops import (
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    allgather,
+    allgather_async,
+    allreduce,
+    allreduce_,
+    allreduce_async,
+    allreduce_async_,
+    alltoall,
+    alltoall_async,
+    barrier,
+    broadcast,
+    broadcast_,
+    broadcast_async,
+    broadcast_async_,
+    global_process_set,
+    grouped_allreduce,
+    grouped_allreduce_,
+    grouped_allreduce_async,
+    grouped_allreduce_async_,
+    join,
+    poll,
+    reducescatter,
+    reducescatter_async,
+    synchronize,
+)
+from tutti.torch.optimizer import DistributedOptimizer
+
+# Horovod's name for the error raised when a peer is lost (elastic catches it).
+HorovodInternalError = PeerLostError

@@ -1,0 +1,534 @@
+"""Collectives on PyTorch CPU tensors, over libtutti's C API (Horovod's torch API).
+
+Every op has an asynchronous form returning a handle (an int) and a blocking
+form (= async + synchronize). Tensors: CPU, any shape, any dtype of
+uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool.
+Non-contiguous inputs are copied to contiguous buffers; in-place ops (the
+ones ending in "_") copy the result back into the caller's tensor.
+
+Names: ops are matched across ranks by name; name=None lets the runtime
+generate one from a counter, so unnamed ops must be issued in the same order on
+every rank. A name may be reused once its previous op completed.
+
+Errors: enqueue errors raise at once (InvalidArgumentError, DuplicateNameError,
+NotInitializedError, PeerLostError, ...); errors of the op itself
+(MismatchError, PeerLostError, StalledError, ShutdownError) are raised by
+synchronize(). All are tutti.TuttiError subclasses carrying the core's message.
+
+Thread-safety: every function may be called from any thread. The tensors of an
+op are kept referenced until synchronize() returns; the caller must not change
+an input (or read an in-place tensor) before then.
+"""
+
+import ctypes
+import threading
+import warnings
+
+import torch
+
+from tutti import _library
+from tutti.basics import built_with
+from tutti.errors import InvalidArgumentError, error_for
+
+# Reduce ops (values are tutti_reduce_op). Horovod's names.
+Sum = 0
+Average = 1
+Min = 2
+Max = 3
+Product = 4
+Adasum = "Adasum"  # accepted name, not implemented: raises
+
+_DTYPE_CODES = {
+    torch.uint8: 0,
+    torch.int8: 1,
+    torch.int16: 2,
+    torch.int32: 3,
+    torch.int64: 4,
+    torch.float16: 5,
+    torch.bfloat16: 6,
+    torch.float32: 7,
+    torch.float64: 8,
+    torch.bool: 9,
+}
+_TORCH_DTYPES = {code: dtype for dtype, code in _DTYPE_CODES.items()}
+_STATUS_SHUTDOWN = 4
+_STATUS_TIMEOUT = 5
+_STATUS_NOT_INITIALIZED = 7
+_WAIT_SLICE_SECONDS = 1.0  # waits are sliced so that Ctrl-C reaches Python
+
+
+class _Pending:
+    """What an in-flight op needs: its C handles, the tensors it borrows, and
+    finish(c_handles) that builds the result once every C handle succeeded."""
+
+    __slots__ = ("c_handles", "tensors", "finish")
+
+    def __init__(self, c_handles, tensors, finish):
+        self.c_handles = c_handles
+        self.tensors = tensors
+        self.finish = finish
+
+
+_lock = threading.Lock()
+_pending = {}  # handle (the first C handle) -> _Pending
+
+
+def _lib():
+    return _library.load()
+
+
+def _encode(name):
+    return None if name is None else str(name).encode("utf-8")
+
+
+def _check_tensor(tensor, what="tensor"):
+    if not torch.is_tensor(tensor):
+        raise InvalidArgumentError("%s must be a torch.Tensor, got %s" % (what, type(tensor).__name__), 1)
+    if tensor.dtype not in _DTYPE_CODES:
+        raise InvalidArgumentError(
+            "%s has dtype %s; tutti supports %s"
+            % (what, tensor.dtype, ", ".join(str(d) for d in _DTYPE_CODES)), 1)
+    if tensor.is_sparse:
+        raise InvalidArgumentError("%s is sparse; convert it with .to_dense()" % what, 1)
+    if tensor.device.type != "cpu" and not (tensor.device.type == "cuda" and built_with("cuda")):
+        raise InvalidArgumentError(
+            "%s is on %s; this build of tutti supports CPU tensors only" % (what, tensor.device), 1)
+
+
+def _contiguous(tensor):
+    """A contiguous tensor with tensor's values (tensor itself when it already is)."""
+    return tensor if tensor.is_contiguous() else tensor.contiguous()
+
+
+def _desc(tensor):
+    """A TensorDesc for a contiguous tensor; the descriptor keeps its shape array alive."""
+    shape = (ctypes.c_int64 * tensor.dim())(*tensor.shape)
+    device = 1 if tensor.device.type == "cuda" else 0
+    device_id = tensor.device.index if device == 1 else -1
+    ptr = tensor.data_ptr() if tensor.numel() > 0 else None
+    return _library.TensorDesc(ptr, _DTYPE_CODES[tensor.dtype], tensor.dim(), shape, device,
+                               device_id)
+
+
+def _register(c_handles, tensors, finish):
+    with _lock:
+        _pending[c_handles[0]] = _Pending(c_handles, tensors, finish)
+    return c_handles[0]
+
+
+def _op_code(op, average=None):
+    if average is not None:
+        warnings.warn("average= is deprecated; use op=Average or op=Sum", DeprecationWarning,
+                      stacklevel=3)
+        if op is not None:
+            raise ValueError("average= and op= cannot both be given")
+        return Average if average else Sum
+    if op is None:
+        return Average
+    if op == Adasum:
+        raise InvalidArgumentError("op=Adasum is not implemented by tutti", 1)
+    if op not in (Sum, Average, Min, Max, Product):
+        raise InvalidArgumentError("op=%r: expected Sum, Average, Min, Max or Product" % (op,), 1)
+    return op
+
+
+def _output_tensor(c_handle):
+    """Copies the runtime-sized output of a completed C handle into a new tensor."""
+    lib = _lib()
+    desc = _library.TensorDesc()
+    _library.check(lib.tutti_handle_output(c_handle, ctypes.byref(desc)))
+    shape = [desc.shape[i] for i in range(desc.ndim)]
+    out = torch.empty(shape, dtype=_TORCH_DTYPES[desc.dtype])
+    nbytes = out.numel() * out.element_size()
+    _library.check(lib.tutti_handle_output_copy(c_handle, out.data_ptr() if nbytes else None, nbytes))
+    return out
+
+
+# ---- allreduce ------------------------------------------------------------------
+
+
+def _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor):
+    handle = _library.c_handle()
+    d_in = _desc(inp)
+    d_out = d_in if out is inp else _desc(out)
+    _library.check(_lib().tutti_allreduce_async(
+        ctypes.byref(d_in), ctypes.byref(d_out), _encode(name), op, float(prescale_factor),
+        float(postscale_factor), ctypes.byref(handle)))
+    return handle.value
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None):
+    """Starts an allreduce of `tensor` into a new tensor (same shape and dtype).
+
+    Result: postscale_factor * op(prescale_factor * tensor over ranks). op:
+    Average (default), Sum, Min, Max, Product; bool tensors allow Sum/Min/Max/
+    Product as logical ops; integer tensors are scaled in float64 and rounded.
+    Returns a handle for poll()/synchronize(). Raises TuttiError subclasses.
+    """
+    _check_process_set(process_set)
+    _check_tensor(tensor)
+    op = _op_code(op, average)
+    inp = _contiguous(tensor)
+    out = torch.empty_like(inp, memory_format=torch.contiguous_format)
+    h = _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor)
+    return _register([h], (inp, out), lambda hs: out)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=None):
+    """In-place allreduce_async: the result is written into `tensor` by synchronize()."""
+    _check_process_set(process_set)
+    _check_tensor(tensor)
+    op = _op_code(op, average)
+    buf = _contiguous(tensor)
+    h = _allreduce_enqueue(buf, buf, name, op, prescale_factor, postscale_factor)
+    if buf is tensor:
+        return _register([h], (tensor,), lambda hs: tensor)
+    return _register([h], (tensor, buf), lambda hs: tensor.copy_(buf))
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=None):
+    """Blocking allreduce into a new tensor (see allreduce_async). compression:
+    Compression.none (default) or Compression.fp16 (floats travel as float16).
+    Differentiable: the gradient is the allreduce (same op and scales) of the
+    output's gradient."""
+    from tutti.torch.compression import Compression
+    from tutti.torch.functions import AllreduceFunction
+
+    compression = compression or Compression.none
+    op = _op_code(op, average)
+    compressed, ctx = compression.compress(tensor)
+    if torch.is_grad_enabled() and compressed.requires_grad:
+        out = AllreduceFunction.apply(compressed, name, op, prescale_factor, postscale_factor)
+    else:
+        out = synchronize(allreduce_async(compressed.detach(), None, name, op, prescale_factor,
+                                          postscale_factor, process_set))
+    return compression.decompress(out, ctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=None):
+    """Blocking in-place allreduce; returns `tensor`."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor):
+    n = len(inputs)
+    d_in = (_library.TensorDesc * n)(*[_desc(t) for t in inputs])
+    d_out = (_library.TensorDesc * n)(*[_desc(t) for t in outputs])
+    handles = (_library.c_handle * n)()
+    _library.check(_lib().tutti_grouped_allreduce_async(
+        n, d_in, d_out, _encode(name), op, float(prescale_factor), float(postscale_factor),
+        handles))
+    return list(handles)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None):
+    """Starts allreduces of a list of tensors negotiated and fused as one group
+    (none starts before all are ready on every rank). One handle for the group;
+    synchronize() returns the list of new tensors."""
+    _check_process_set(process_set)
+    tensors = list(tensors)
+    if not tensors:
+        raise InvalidArgumentError("grouped_allreduce needs at least one tensor", 1)
+    for i, t in enumerate(tensors):
+        _check_tensor(t, "tensors[%d]" % i)
+    op = _op_code(op, average)
+    inputs = [_contiguous(t) for t in tensors]
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in inputs]
+    hs = _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor)
+    return _register(hs, (inputs, outputs), lambda _: outputs)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=None):
+    """In-place grouped_allreduce_async; synchronize() returns the list `tensors`."""
+    _check_process_set(process_set)
+    tensors = list(tensors)
+    if not tensors:
+        raise InvalidArgumentError("grouped_allreduce needs at least one tensor", 1)
+    for i, t in enumerate(tensors):
+        _check_tensor(t, "tensors[%d]" % i)
+    op = _op_code(op, average)
+    bufs = [_contiguous(t) for t in tensors]
+    hs = _grouped_enqueue(bufs, bufs, name, op, prescale_factor, postscale_factor)
+
+    def finish(_):
+        for t, b in zip(tensors, bufs):
+            if b is not t:
+                t.copy_(b)
+        return tensors
+
+    return _register(hs, (tensors, bufs), finish)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    """Blocking grouped allreduce; returns a list of new tensors."""
+    from tutti.torch.compression import Compression
+
+    compression = compression or Compression.none
+    pairs = [compression.compress(t) for t in tensors]
+    outs = synchronize(grouped_allreduce_async([p[0].detach() for p in pairs], average, name, op,
+                                               prescale_factor, postscale_factor, process_set))
+    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=None):
+    """Blocking in-place grouped allreduce; returns `tensors`."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+# ---- allgather, broadcast, alltoall, reducescatter --------------------------------
+
+
+def allgather_async(tensor, name=None, process_set=None):
+    """Starts an allgather: every rank's tensor concatenated along dim 0 in rank
+    order. First dimensions may differ per rank; the others must match (else
+    MismatchError on every rank); a 0-dimensional tensor is InvalidArgumentError."""
+    _check_process_set(process_set)
+    _check_tensor(tensor)
+    inp = _contiguous(tensor)
+    handle = _library.c_handle()
+    d = _desc(inp)
+    _library.check(_lib().tutti_allgather_async(ctypes.byref(d), _encode(name), ctypes.byref(handle)))
+    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0]))
+
+
+def allgather(tensor, name=None, process_set=None):
+    """Blocking allgather; returns a new tensor of first dimension sum(d0 over
+    ranks). Differentiable (the gradient is this rank's slice of the summed
+    output gradient)."""
+    from tutti.torch.functions import AllgatherFunction
+
+    if torch.is_grad_enabled() and tensor.requires_grad:
+        return AllgatherFunction.apply(tensor, name)
+    return synchronize(allgather_async(tensor.detach(), name, process_set))
+
+
+def _broadcast_enqueue(inp, out, root_rank, name):
+    handle = _library.c_handle()
+    d_in = _desc(inp)
+    d_out = d_in if out is inp else _desc(out)
+    _library.check(_lib().tutti_broadcast_async(ctypes.byref(d_in), ctypes.byref(d_out),
+                                                int(root_rank), _encode(name), ctypes.byref(handle)))
+    return handle.value
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    """Starts a broadcast of root_rank's tensor into a new tensor on every rank.
+    Ranks naming different roots get MismatchError."""
+    _check_process_set(process_set)
+    _check_tensor(tensor)
+    inp = _contiguous(tensor)
+    out = torch.empty_like(inp, memory_format=torch.contiguous_format)
+    h = _broadcast_enqueue(inp, out, root_rank, name)
+    return _register([h], (inp, out), lambda hs: out)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """In-place broadcast_async: synchronize() writes root's values into `tensor`."""
+    _check_process_set(process_set)
+    _check_tensor(tensor)
+    buf = _contiguous(tensor)
+    h = _broadcast_enqueue(buf, buf, root_rank, name)
+    if buf is tensor:
+        return _register([h], (tensor,), lambda hs: tensor)
+    return _register([h], (tensor, buf), lambda hs: tensor.copy_(buf))
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """Blocking broadcast into a new tensor. Differentiable (the gradient is the
+    sum of the output gradients on the root, zero elsewhere)."""
+    from tutti.torch.functions import BroadcastFunction
+
+    if torch.is_grad_enabled() and tensor.requires_grad:
+        return BroadcastFunction.apply(tensor, root_rank, name)
+    return synchronize(broadcast_async(tensor.detach(), root_rank, name, process_set))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    """Blocking in-place broadcast; returns `tensor`."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    """Starts an alltoall: splits[p] consecutive rows of `tensor` go to rank p.
+
+    splits: None (dim 0 divided evenly; must divide by size()) or a list/1-D
+    tensor of size() non-negative ints summing to at most tensor.shape[0].
+    synchronize() returns (output, received_splits) where output is the rows
+    received, concatenated in rank order, and received_splits an int32 tensor."""
+    _check_process_set(process_set)
+    _check_tensor(tensor)
+    inp = _contiguous(tensor)
+    if splits is None:
+        c_splits, n = None, 0
+    else:
+        values = splits.tolist() if torch.is_tensor(splits) else list(splits)
+        n = len(values)
+        c_splits = (ctypes.c_int64 * n)(*[int(v) for v in values])
+    handle = _library.c_handle()
+    d = _desc(inp)
+    _library.check(_lib().tutti_alltoall_async(ctypes.byref(d), c_splits, n, _encode(name),
+                                               ctypes.byref(handle)))
+
+    def finish(hs):
+        out = _output_tensor(hs[0])
+        count = ctypes.c_int()
+        _library.check(_lib().tutti_handle_received_splits(hs[0], None, 0, ctypes.byref(count)))
+        buf = (ctypes.c_int64 * max(count.value, 1))()
+        _library.check(_lib().tutti_handle_received_splits(hs[0], buf, count.value, None))
+        return out, torch.tensor(list(buf)[:count.value], dtype=torch.int32)
+
+    return _register([handle.value], (inp,), finish)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """Blocking alltoall. Returns the output tensor, or (output, received_splits)
+    when `splits` was given (Horovod's convention)."""
+    out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+    return out if splits is None else (out, received)
+
+
+def reducescatter_async(tensor, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                        process_set=None):
+    """Starts a reducescatter: the input (same shape on every rank) is reduced
+    (op: Average default, Sum, Min, Max, Product) and rank r receives rows
+    [offset_r, offset_r + rows_r), rows_r = d0 // size plus one for the first
+    d0 % size ranks. synchronize() returns the new tensor."""
+    _check_process_set(process_set)
+    _check_tensor(tensor)
+    op = _op_code(op)
+    inp = _contiguous(tensor)
+    handle = _library.c_handle()
+    d = _desc(inp)
+    _library.check(_lib().tutti_reducescatter_async(
+        ctypes.byref(d), _encode(name), op, float(prescale_factor), float(postscale_factor),
+        ctypes.byref(handle)))
+    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0]))
+
+
+def reducescatter(tensor, name=None, compression=None, op=None, prescale_factor=1.0,
+                  postscale_factor=1.0, process_set=None):
+    """Blocking reducescatter; returns this rank's rows of the reduction."""
+    from tutti.torch.compression import Compression
+
+    compression = compression or Compression.none
+    compressed, ctx = compression.compress(tensor)
+    out = synchronize(reducescatter_async(compressed.detach(), name, op, prescale_factor,
+                                          postscale_factor, process_set))
+    return compression.decompress(out, ctx)
+
+
+# ---- barrier, join, handles ---------------------------------------------------------
+
+
+def barrier(process_set=None):
+    """Returns once every rank entered the barrier."""
+    _check_process_set(process_set)
+    handle = _library.c_handle()
+    _library.check(_lib().tutti_barrier_async(ctypes.byref(handle)))
+    synchronize(_register([handle.value], (), lambda hs: None))
+
+
+def join(device=-1):
+    """This rank has no more data: until every rank joined, it takes part in the
+    others' allreduces with zeros. Returns the last rank to join (the same on
+    every rank). `device` is accepted for Horovod compatibility and ignored."""
+    del device
+    handle = _library.c_handle()
+    _library.check(_lib().tutti_join_async(ctypes.byref(handle)))
+
+    def finish(hs):
+        last = ctypes.c_int()
+        _library.check(_lib().tutti_handle_join_result(hs[0], ctypes.byref(last)))
+        return last.value
+
+    return synchronize(_register([handle.value], (), finish))
+
+
+def poll(handle):
+    """True once the op of `handle` completed (successfully or not). Never blocks.
+    Raises InvalidArgumentError for an unknown handle."""
+    with _lock:
+        pending = _pending.get(handle)
+    if pending is None:
+        raise InvalidArgumentError("unknown handle %r (already synchronized?)" % (handle,), 1)
+    lib = _lib()
+    for h in pending.c_handles:
+        rc = lib.tutti_poll(h)
+        if rc < 0:
+            raise error_for(-rc, _library.last_error())
+        if rc == 0:
+            return False
+    return True
+
+
+def _wait(lib, c_handle):
+    """Waits for one C handle; returns (status, message)."""
+    while True:
+        rc = lib.tutti_wait(c_handle, _WAIT_SLICE_SECONDS)
+        if rc != _STATUS_TIMEOUT or lib.tutti_poll(c_handle) == 1:
+            break
+    if rc == 0:
+        return 0, ""
+    if rc == _STATUS_NOT_INITIALIZED:
+        # The runtime was shut down (and its handles forgotten) while this op
+        # was pending: that is the op's shutdown error.
+        return _STATUS_SHUTDOWN, "tutti was shut down while this op was pending"
+    status = ctypes.c_int()
+    size = lib.tutti_handle_message(c_handle, ctypes.byref(status), None, 0)
+    buf = ctypes.create_string_buffer(size + 1)
+    lib.tutti_handle_message(c_handle, ctypes.byref(status), buf, size + 1)
+    message = buf.value.decode("utf-8", "replace") or _library.last_error()
+    return rc, message
+
+
+def synchronize(handle):
+    """Waits for the op of `handle` and returns its result (the output tensor,
+    the in-place tensor, a list for grouped ops, (output, splits) for
+    alltoall_async). Releases the handle. Raises the op's TuttiError (e.g.
+    MismatchError, PeerLostError) with the core's message."""
+    with _lock:
+        pending = _pending.get(handle)
+    if pending is None:
+        raise InvalidArgumentError("unknown handle %r (already synchronized?)" % (handle,), 1)
+    lib = _lib()
+    error = None
+    for h in pending.c_handles:  # wait for all before releasing any
+        rc, message = _wait(lib, h)
+        if rc != 0 and error is None:
+            error = error_for(rc, message)
+    with _lock:
+        _pending.pop(handle, None)
+    try:
+        if error is not None:
+            raise error
+        return pending.finish(pending.c_handles)
+    finally:
+        for h in pending.c_handles:
+            lib.tutti_release(h)
+
+
+def _check_process_set(process_set):
+    if process_set is not None and process_set is not global_process_set:
+        raise InvalidArgumentError("process sets other than the global one are not supported yet", 1)
+
+
+class _GlobalProcessSet:
+    """The set of every rank (Horovod's global_process_set)."""
+
+    process_set_id = 0
+
+    def __repr__(self):
+        return "global_process_set"
+
+
+global_process_set = _GlobalProcessSet()

@@ -1,0 +1,182 @@
+"""DistributedOptimizer: allreduces gradients during backward (Horovod's design).
+
+A hook on each parameter's gradient accumulator starts an asynchronous
+allreduce as soon as that gradient is ready, so communication overlaps the rest
+of backward; step() waits for every handle, writes the reduced gradients back
+and runs the wrapped optimizer's step. Gradient names are "grad.<param name>"
+so that ranks match them whatever order the hooks fire in.
+
+Thread-safety: like a torch optimizer, one training loop drives it; backward
+may run the hooks on autograd's threads.
+"""
+
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from tutti.basics import size
+from tutti.torch import ops
+from tutti.torch.compression import Compression
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("noname.%s" % i, v)
+                                for group in self.param_groups
+                                for i, v in enumerate(group["params"])]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of (name, parameter) tuples, "
+                             "usually model.named_parameters()")
+        names = [k for k, _ in named_parameters]
+        if len(names) != len(set(names)):
+            dups = sorted({k for k in names if names.count(k) > 1})
+            raise ValueError("parameter names in named_parameters must be unique; found "
+                             "duplicates: %s" % ", ".join(dups))
+        all_params = {id(v) for group in self.param_groups for v in group["params"]}
+        named = {id(v) for _, v in named_parameters}
+        unnamed = all_params - named
+        if unnamed:
+            raise ValueError("named_parameters was given but %d optimizer parameter(s) are not "
+                             "in it" % len(unnamed))
+        if op not in (ops.Average, ops.Sum, ops.Min, ops.Max, ops.Product):
+            raise ValueError("op must be Average, Sum, Min, Max or Product")
+        if backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be >= 1, got %d"
+                             % backward_passes_per_step)
+        self._parameter_names = {v: k for k, v in sorted(named_parameters)}
+        self.backward_passes_per_step = backward_passes_per_step
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self._allreduce_delay = {v: backward_passes_per_step
+                                 for _, v in sorted(named_parameters)}
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+        if size() > 1:
+            self._register_hooks()
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    p.grad = p.data.new(p.size()).zero_()
+                    self._requires_update.add(p)
+                    p_tmp = p.expand_as(p)
+                    grad_acc = p_tmp.grad_fn.next_functions[0][0]
+                    grad_acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(grad_acc)
+
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            # Not computed here (dynamic graph) but other ranks may have it.
+            p.grad = p.data.new(p.size()).zero_()
+        name = "grad." + self._parameter_names.get(p)
+        tensor_compressed, ctx = self._compression.compress(p.grad)
+        if self.op == ops.Average:
+            prescale = 1.0 / self.gradient_predivide_factor
+            postscale = self.gradient_predivide_factor
+        else:
+            prescale = postscale = 1.0
+        handle = ops.allreduce_async_(tensor_compressed, name=name, op=self.op,
+                                      prescale_factor=prescale, postscale_factor=postscale)
+        return handle, (ctx, tensor_compressed)
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        "Gradients were computed more than backward_passes_per_step times "
+                        "before call to step(). Increase backward_passes_per_step to "
+                        "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+
+        return hook
+
+    def synchronize(self):
+        """Waits for every gradient allreduce (starting the missing ones) and
+        writes the reduced gradients into p.grad. Raises TuttiError subclasses."""
+        if size() == 1:
+            self._synchronized = True
+            return
+        missing = self._requires_update - set(self._handles.keys())
+        for p in sorted(missing, key=lambda q: self._parameter_names[q]):
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        try:
+            for p, (handle, (ctx, compressed)) in self._handles.items():
+                output = ops.synchronize(handle)
+                self._allreduce_delay[p] = self.backward_passes_per_step
+                decompressed = self._compression.decompress(output, ctx)
+                if decompressed is not p.grad:
+                    p.grad.copy_(decompressed)
+        finally:
+            self._handles.clear()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """Inside this context step() does not synchronize (call synchronize() first)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without a loss.backward() since the last "
+                              "synchronize(); skip_synchronize() avoids a second allreduce.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=False):
+        if self._handles:
+            raise AssertionError(
+                "optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause "
+                "a race condition.")
+        # Gradients stay allocated: the hooks allreduce p.grad in place.
+        return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=ops.Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
+    """Wraps a torch optimizer so that gradients are averaged (op) across ranks.
+
+    optimizer: any torch.optim.Optimizer (its param_groups and options are
+    kept; its state starts empty). named_parameters: model.named_parameters(),
+    so that gradient names are stable across ranks (recommended). compression:
+    Compression.none or Compression.fp16. backward_passes_per_step: local
+    gradient accumulation steps before each allreduce. op: Average (default),
+    Sum, Min, Max, Product. gradient_predivide_factor: with Average, divides
+    before the sum and multiplies after (numerics only). num_groups, groups,
+    sparse_as_dense, process_set: accepted for Horovod compatibility
+    (grouping is done by tutti's fusion; sparse gradients are not supported).
+    """
+    del num_groups, groups, sparse_as_dense
+    ops._check_process_set(process_set)
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor)

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Runs the multi-process tests of the bindings under tuttirun (ctest calls this).
+
+    run_job_tests.py pytest    --np 3 --tuttirun T --library L
+    run_job_tests.py c-example --np 3 --tuttirun T --binary build/examples/c_allreduce
+    run_job_tests.py main-job  --np 2 --tuttirun T --library L
+
+pytest: tests/python under every rank of a job. c-example: the plain-C example
+prints OK on every rank. main-job: a short run of examples/torch_fashion_mnist.py
+whose loss decreases and whose parameter checksums agree on every rank.
+Exits non-zero with a message saying what was wrong.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3"  # the interpreter with torch (python3-torch)
+
+
+def run(cmd, env, timeout):
+    print("+ " + " ".join(cmd), flush=True)
+    try:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        print(e.stdout or "")
+        sys.exit("FAIL: %s did not finish within %d s" % (cmd[0], timeout))
+    print(proc.stdout, flush=True)
+    return proc.returncode, proc.stdout
+
+
+def job_env(args):
+    env = dict(os.environ)
+    if args.library:
+        env["TUTTI_LIBRARY"] = os.path.abspath(args.library)
+    env["PYTHONPATH"] = os.path.join(REPO, "bindings", "python") + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("TUTTI_TIMEOUT_SECONDS", "30")
+    # Ranks that fall out of step (a failed assert on one rank) fail, not hang.
+    env.setdefault("TUTTI_STALL_CHECK_TIME_SECONDS", "20")
+    env.setdefault("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", "60")
+    return env
+
+
+def cmd_pytest(args):
+    rc, _ = run([args.tuttirun, "-np", str(args.np), PYTHON, "-m", "pytest", "-q", "-x",
+                 "-p", "no:cacheprovider", HERE], job_env(args), args.timeout)
+    return rc
+
+
+def cmd_c_example(args):
+    rc, out = run([args.tuttirun, "-np", str(args.np), args.binary], job_env(args), args.timeout)
+    oks = len(re.findall(r"rank \d+/%d: OK" % args.np, out))
+    if rc != 0 or oks != args.np:
+        print("FAIL: exit %d, %d of %d ranks said OK" % (rc, oks, args.np))
+        return 1
+    return 0
+
+
+def cmd_main_job(args):
+    rc, out = run([args.tuttirun, "-np", str(args.np), PYTHON,
+                   os.path.join(REPO, "examples", "torch_fashion_mnist.py"), "--epochs", "1",
+                   "--train-fraction", "0.1", "--log-interval", "5", "--batch-size", "32"],
+                  job_env(args), args.timeout)
+    if rc != 0:
+        print("FAIL: the job exited with %d" % rc)
+        return 1
+    losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", out)]
+    sums = re.findall(r"rank (\d+): parameter checksum (\S+) \(sum (\S+)\)", out)
+    if len(losses) < 2 or not losses[-1] < losses[0]:
+        print("FAIL: the loss did not decrease: %s" % losses)
+        return 1
+    ranks = sorted(int(r) for r, _, _ in sums)
+    if ranks != list(range(args.np)) or len({(d, s) for _, d, s in sums}) != 1:
+        print("FAIL: parameter checksums differ or are missing: %s" % sums)
+        return 1
+    print("main job: loss %.4f -> %.4f, checksum %s on %d ranks"
+          % (losses[0], losses[-1], sums[0][1], args.np))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("what", choices=["pytest", "c-example", "main-job"])
+    p.add_argument("--np", type=int, default=2)
+    p.add_argument("--tuttirun", required=True)
+    p.add_argument("--library", help="libtutti.so to load (TUTTI_LIBRARY)")
+    p.add_argument("--binary", help="c-example: the program to run")
+    p.add_argument("--timeout", type=int, default=600, help="seconds")
+    args = p.parse_args()
+    fn = {"pytest": cmd_pytest, "c-example": cmd_c_example, "main-job": cmd_main_job}[args.what]
+    return fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
