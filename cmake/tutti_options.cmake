@@ -14,9 +14,9 @@ foreach(opt TUTTI_WITH_MPI TUTTI_WITH_CUDA TUTTI_WITH_NCCL)
   endif()
 endforeach()
 
-# The backends themselves are not implemented yet (see the MPI/NCCL issue).
-# Detection is real so that the config header tells the truth about what the
-# machine offers, but the runtime only registers backends that exist.
+# Detection tells the config header what the machine offers. MPI found means
+# the tutti_mpi target is built (ops/CMakeLists.txt); CUDA and NCCL backends
+# are not implemented yet, so the runtime only registers backends that exist.
 set(TUTTI_HAVE_MPI 0)
 if(NOT TUTTI_WITH_MPI STREQUAL "OFF")
   find_package(MPI COMPONENTS C QUIET)

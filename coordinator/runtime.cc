@@ -163,7 +163,19 @@ Status Runtime::create(const Settings& settings, std::unique_ptr<Runtime>* out) 
   if (!bundle.transport || !bundle.backend) {
     return Status::internal("connectBackend returned no transport or backend");
   }
-  auto impl = std::make_unique<RuntimeImpl>(settings, std::move(bundle));
+  // The backend may know the placement better than the environment (mpi:
+  // local and cross ranks come from MPI's communicators).
+  Settings placed = settings;
+  if (bundle.placement) {
+    const JobPlacement& p = *bundle.placement;
+    placed.rank = p.rank;
+    placed.size = p.size;
+    placed.local_rank = p.local_rank;
+    placed.local_size = p.local_size;
+    placed.cross_rank = p.cross_rank;
+    placed.cross_size = p.cross_size;
+  }
+  auto impl = std::make_unique<RuntimeImpl>(placed, std::move(bundle));
   impl->start();
   out->reset(new Runtime(std::move(impl)));
   return Status::ok();

@@ -12,24 +12,31 @@ constexpr double kMaxInt = 9.0e15;
 
 const std::vector<SettingSpec> kSpecs = {
     {"TUTTI_RANK", SettingType::kInt, "0", 0, 1 << 20, "", "rank of this process in the job"},
-    {"TUTTI_SIZE", SettingType::kInt, "1", 1, 1 << 20, "", "number of ranks in the job (world size)"},
-    {"TUTTI_LOCAL_RANK", SettingType::kInt, "", 0, 1 << 20, "", "rank among the ranks on this host (default: TUTTI_RANK)"},
-    {"TUTTI_LOCAL_SIZE", SettingType::kInt, "", 1, 1 << 20, "", "ranks on this host (default: TUTTI_SIZE)"},
-    {"TUTTI_CROSS_RANK", SettingType::kInt, "0", 0, 1 << 20, "", "index of this host among the job's hosts"},
+    {"TUTTI_SIZE", SettingType::kInt, "1", 1, 1 << 20, "",
+     "number of ranks in the job (world size)"},
+    {"TUTTI_LOCAL_RANK", SettingType::kInt, "", 0, 1 << 20, "",
+     "rank among the ranks on this host (default: TUTTI_RANK)"},
+    {"TUTTI_LOCAL_SIZE", SettingType::kInt, "", 1, 1 << 20, "",
+     "ranks on this host (default: TUTTI_SIZE)"},
+    {"TUTTI_CROSS_RANK", SettingType::kInt, "0", 0, 1 << 20, "",
+     "index of this host among the job's hosts"},
     {"TUTTI_CROSS_SIZE", SettingType::kInt, "1", 1, 1 << 20, "", "number of hosts in the job"},
     {"TUTTI_RENDEZVOUS_ADDR", SettingType::kString, "127.0.0.1", 0, 0, "",
      "address of the rendezvous server (hosted by tuttirun, or by rank 0 without it)"},
-    {"TUTTI_RENDEZVOUS_PORT", SettingType::kInt, "29500", 1, 65535, "", "TCP port of the rendezvous server"},
+    {"TUTTI_RENDEZVOUS_PORT", SettingType::kInt, "29500", 1, 65535, "",
+     "TCP port of the rendezvous server"},
     {"TUTTI_RENDEZVOUS_SERVER", SettingType::kChoice, "rank0", 0, 0, "rank0,external",
      "who serves the rendezvous: rank0 (a program started by hand) or external (tuttirun)"},
     {"TUTTI_SECRET", SettingType::kString, "", 0, 0, "",
      "per-job secret every connection proves it knows (set by tuttirun; required when size > 1)"},
     {"TUTTI_HOSTNAME", SettingType::kString, "", 0, 0, "",
-     "address other ranks use to reach this rank (default: the address this host uses to reach the rendezvous server)"},
+     "address other ranks use to reach this rank (default: the address this host uses to reach the "
+     "rendezvous server)"},
     {"TUTTI_FUSION_THRESHOLD_BYTES", SettingType::kInt, "4194304", 0, kMaxInt, "",
      "fusion buffer size in bytes; 0 disables fusion"},
     {"TUTTI_CYCLE_TIME_MS", SettingType::kDouble, "0", 0, 10000, "",
-     "milliseconds to wait before each negotiation round (0: start a round as soon as work is queued)"},
+     "milliseconds to wait before each negotiation round (0: start a round as soon as work is "
+     "queued)"},
     {"TUTTI_CACHE_CAPACITY", SettingType::kInt, "1024", 0, 1 << 24, "",
      "entries in the response cache; 0 disables it"},
     {"TUTTI_STALL_CHECK_TIME_SECONDS", SettingType::kDouble, "60", 0, 1e7, "",
@@ -40,7 +47,9 @@ const std::vector<SettingSpec> kSpecs = {
      "seconds without progress from a peer before it is declared lost"},
     {"TUTTI_SEGMENT_BYTES", SettingType::kInt, "262144", 1, kMaxInt, "",
      "bytes per pipelined segment of ring collectives"},
-    {"TUTTI_BACKEND", SettingType::kChoice, "tcp", 0, 0, "tcp", "collective backend"},
+    {"TUTTI_BACKEND", SettingType::kChoice, "auto", 0, 0, "auto,tcp,mpi",
+     "collective backend: tcp, mpi (when built; see tuttirun --check-build), or auto = mpi when "
+     "the job runs under Open MPI's mpirun, else tcp"},
     {"TUTTI_LOG_LEVEL", SettingType::kChoice, "warning", 0, 0, "trace,debug,info,warning,error",
      "least severe log level printed"},
 };
@@ -75,13 +84,46 @@ std::string rangeText(const SettingSpec& spec) {
 }
 
 Status badValue(const SettingSpec& spec, const std::string& value) {
-  return Status::invalidArgument(std::string(spec.name) + "=" + value + ": expected " + rangeText(spec) +
-                                 " (" + spec.help + ")");
+  return Status::invalidArgument(std::string(spec.name) + "=" + value + ": expected " +
+                                 rangeText(spec) + " (" + spec.help + ")");
+}
+
+// Set by Open MPI's mpirun in every process it starts.
+constexpr const char* kMpirunSizeVar = "OMPI_COMM_WORLD_SIZE";
+
+// Fills rank, size, local rank and local size from Open MPI's variables
+// where the TUTTI_* variable is unset.
+Status mpirunPlacement(const EnvLookup& env, Settings* s) {
+  struct Field {
+    const char* tutti;
+    const char* ompi;
+    int* value;
+  };
+  const Field fields[] = {{"TUTTI_RANK", "OMPI_COMM_WORLD_RANK", &s->rank},
+                          {"TUTTI_SIZE", kMpirunSizeVar, &s->size},
+                          {"TUTTI_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", &s->local_rank},
+                          {"TUTTI_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", &s->local_size}};
+  for (const Field& f : fields) {
+    if (env(f.tutti).has_value()) continue;
+    auto v = env(f.ompi);
+    if (!v.has_value()) continue;
+    errno = 0;
+    char* end = nullptr;
+    long long n = std::strtoll(v->c_str(), &end, 10);
+    if (v->empty() || *end != '\0' || errno != 0 || n < 0 || n > (1 << 20)) {
+      return Status::invalidArgument(std::string(f.ompi) + "=" + *v +
+                                     ": expected an integer (set by mpirun)");
+    }
+    *f.value = static_cast<int>(n);
+  }
+  return Status::ok();
 }
 
 }  // namespace
 
-const std::vector<SettingSpec>& settingSpecs() { return kSpecs; }
+const std::vector<SettingSpec>& settingSpecs() {
+  return kSpecs;
+}
 
 const SettingSpec* findSettingSpec(const std::string& name) {
   for (const auto& spec : kSpecs) {
@@ -165,12 +207,22 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
     return Status::ok();
   };
 
+  // The backend first: under mpirun it decides where the placement comes from.
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_BACKEND", &s.backend));
+  const bool under_mpirun = env(kMpirunSizeVar).has_value();
+  if (s.backend == "auto") s.backend = under_mpirun ? "mpi" : "tcp";
+
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_RANK", &s.rank));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SIZE", &s.size));
   s.local_rank = s.rank;
   s.local_size = s.size;
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_RANK", &s.local_rank));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_SIZE", &s.local_size));
+  if (s.backend == "mpi" && under_mpirun) {
+    // mpirun's own placement (the same as MPI_COMM_WORLD's, which the mpi
+    // backend checks) wherever TUTTI_* does not say otherwise.
+    TUTTI_RETURN_IF_ERROR(mpirunPlacement(env, &s));
+  }
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_RANK", &s.cross_rank));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_SIZE", &s.cross_size));
   TUTTI_RETURN_IF_ERROR(readString("TUTTI_RENDEZVOUS_ADDR", &s.rendezvous_addr));
@@ -183,10 +235,10 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_CYCLE_TIME_MS", &s.cycle_time_ms));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CACHE_CAPACITY", &s.cache_capacity));
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_STALL_CHECK_TIME_SECONDS", &s.stall_check_time_seconds));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s.stall_shutdown_time_seconds));
+  TUTTI_RETURN_IF_ERROR(
+      readDouble("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s.stall_shutdown_time_seconds));
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_TIMEOUT_SECONDS", &s.timeout_seconds));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SEGMENT_BYTES", &s.segment_bytes));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_BACKEND", &s.backend));
   TUTTI_RETURN_IF_ERROR(readString("TUTTI_LOG_LEVEL", &s.log_level));
 
   // Cross-field rules.
@@ -205,7 +257,8 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
                                    ": expected an integer in [0, TUTTI_CROSS_SIZE-1] = [0, " +
                                    std::to_string(s.cross_size - 1) + "]");
   }
-  if (s.size > 1 && s.secret.empty()) {
+  // MPI authenticates its own job; the secret guards tcp connections.
+  if (s.size > 1 && s.secret.empty() && s.backend != "mpi") {
     return Status::invalidArgument(
         "TUTTI_SECRET is not set: a job of more than one rank needs a per-job secret shared by all "
         "ranks (tuttirun sets it; when starting ranks by hand, export the same random string on "

@@ -18,10 +18,10 @@ namespace tutti {
 enum class SettingType { kInt, kDouble, kString, kChoice };
 
 struct SettingSpec {
-  const char* name;         // "TUTTI_FUSION_THRESHOLD_BYTES"
+  const char* name;  // "TUTTI_FUSION_THRESHOLD_BYTES"
   SettingType type;
   const char* default_value;  // as it would appear in the environment; "" = unset
-  double min = 0;           // kInt/kDouble: inclusive range
+  double min = 0;             // kInt/kDouble: inclusive range
   double max = 0;
   const char* choices = "";  // kChoice: comma-separated accepted values
   const char* help = "";
@@ -47,8 +47,8 @@ struct Settings {
   std::string rendezvous_addr = "127.0.0.1";
   int rendezvous_port = 29500;
   bool rank0_hosts_rendezvous = true;  // false when tuttirun serves it
-  std::string secret;            // per-job secret; never logged
-  std::string hostname;          // address peers use to reach this rank ("" = rendezvous route)
+  std::string secret;                  // per-job secret; never logged
+  std::string hostname;  // address peers use to reach this rank ("" = rendezvous route)
   // Runtime knobs.
   int64_t fusion_threshold_bytes = 0;
   double cycle_time_ms = 0;
@@ -56,7 +56,12 @@ struct Settings {
   double stall_check_time_seconds = 60;
   double stall_shutdown_time_seconds = 0;  // 0: stalled ops only warn
   double timeout_seconds = 30;
-  int64_t segment_bytes = 0;    // ring pipeline segment size
+  int64_t segment_bytes = 0;  // ring pipeline segment size
+  // "tcp" or "mpi": TUTTI_BACKEND=auto (the default) is resolved here, to
+  // mpi when the job runs under Open MPI's mpirun (OMPI_COMM_WORLD_SIZE set),
+  // else tcp. With mpi under mpirun, rank, size, local rank and local size
+  // come from mpirun's OMPI_COMM_WORLD_* variables unless TUTTI_* sets them,
+  // and no secret is needed.
   std::string backend = "tcp";
   std::string log_level = "warning";
 };

@@ -36,7 +36,8 @@ const SettingFlag kSettingFlags[] = {
      "seconds before a tensor missing on some ranks is reported as stalled; 0: never (default 60)"},
     {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS", 1, "S",
      "seconds after which stalled ops fail on every rank; 0: they only warn (default 0)"},
-    {"--backend", "TUTTI_BACKEND", 1, "NAME", "collective backend (default tcp)"},
+    {"--backend", "TUTTI_BACKEND", 1, "NAME",
+     "collective backend: tcp, mpi, or auto = mpi under mpirun, else tcp (default auto)"},
     {"--log-level", "TUTTI_LOG_LEVEL", 1, "LEVEL",
      "trace, debug, info, warning or error, for the ranks and tuttirun (default warning)"},
 };
@@ -142,7 +143,8 @@ std::string checkBuildText() {
   std::string out = versionText();
   out += "Available backends:\n";
   out += line(true, "tcp", "");
-  out += line(false, "mpi", ": not built" + found(TUTTI_FOUND_MPI));
+  out += TUTTI_BUILT_MPI ? line(true, "mpi", " (Open MPI; tuttirun --mpi)")
+                         : line(false, "mpi", ": not built" + found(TUTTI_FOUND_MPI));
   out += line(false, "nccl", ": not built" + found(TUTTI_FOUND_NCCL));
   out += "Available features:\n";
   out += line(false, "cuda", ": not built" + found(TUTTI_FOUND_CUDA));
@@ -269,10 +271,11 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     if (!st.isOk()) return fail(st.message());
     o.settings.push_back(setting);
   }
-  if (o.mpi) {
+  if (o.mpi && !TUTTI_BUILT_MPI) {
     return fail(
-        "--mpi: the MPI backend is not built yet, so jobs cannot run through mpirun; run without "
-        "--mpi to use the tcp backend (see tuttirun --check-build)");
+        "--mpi: this build has no MPI backend (Open MPI was not found at configure time: install "
+        "libopenmpi-dev and reconfigure), so jobs cannot run through mpirun; run without --mpi "
+        "to use the tcp backend (see tuttirun --check-build)");
   }
   if (app.count("--np") > 0 && o.np < 1) {
     return fail("-np " + std::to_string(o.np) + ": expected an integer in [1, 1048576]");

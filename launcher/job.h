@@ -44,7 +44,7 @@ struct JobConfig {
   double start_timeout_seconds = 60;  // 0: no start timeout
   double grace_seconds = 5;           // SIGTERM → SIGKILL
   bool verbose = false;
-  // Ranks that reached the rendezvous (set "rank/<r>/addr"); asked once, at
+  // Ranks that reached the rendezvous (set "rank/<r>/generation"); asked once, at
   // the start deadline. Null: no start timeout check.
   std::function<std::set<int>()> arrived_ranks;
   int out_fd = 1;  // where the ranks' stdout lines go

@@ -18,6 +18,7 @@
 #include "launcher/cli.h"
 #include "launcher/hosts.h"
 #include "launcher/job.h"
+#include "launcher/mpi_launch.h"
 #include "launcher/network.h"
 #include "launcher/placement.h"
 #include "launcher/rank_env.h"
@@ -56,9 +57,12 @@ Status openOutputFile(const std::string& path, int* fd) {
 std::set<int> arrivedRanks(const RendezvousServer& server) {
   std::set<int> out;
   for (const auto& key : server.keys("rank/")) {
-    // "rank/<r>/addr"
+    // "rank/<r>/generation" (ops/tcp/generation_store.h): set when rank r
+    // checks in at the rendezvous.
     size_t slash = key.find('/', 5);
-    if (slash == std::string::npos || key.compare(slash, std::string::npos, "/addr") != 0) continue;
+    if (slash == std::string::npos || key.compare(slash, std::string::npos, "/generation") != 0) {
+      continue;
+    }
     char* end = nullptr;
     long r = std::strtol(key.c_str() + 5, &end, 10);
     if (end == key.c_str() + slash) out.insert(static_cast<int>(r));
@@ -231,6 +235,7 @@ int main(int argc, char** argv) {
       std::cerr << outcome.err << std::flush;
       return outcome.exit_code;
     }
+    if (options.mpi) return runWithMpirun(options);
     return run(options);
   } catch (const std::exception& e) {
     std::cerr << "tuttirun: internal error: " << e.what() << std::endl;

@@ -76,6 +76,11 @@ Status validateInheritedSettings(const EnvMap& env) {
   return Status::ok();
 }
 
+bool isPlacementVariable(const std::string& name) {
+  return std::find(std::begin(kPlacementVars), std::end(kPlacementVars), name) !=
+         std::end(kPlacementVars);
+}
+
 Status generateSecret(std::string* secret) {
   if (sodium_init() < 0) return Status::internal("libsodium could not be initialised");
   unsigned char bytes[32];

@@ -39,6 +39,10 @@ Status applyEnvFlags(const std::vector<std::string>& flags, const EnvMap& from, 
 // registry, so that a bad exported value fails before the job starts.
 Status validateInheritedSettings(const EnvMap& env);
 
+// TUTTI_RANK, TUTTI_SECRET, ...: written per rank (or per job) by tuttirun,
+// never inherited from its environment.
+bool isPlacementVariable(const std::string& name);
+
 // A random per-job secret: 32 bytes from libsodium, as 64 hex digits.
 Status generateSecret(std::string* secret);
 

@@ -3,16 +3,30 @@
 #include <chrono>
 
 #include "core/logging.h"
+#include "ops/tcp/generation_store.h"
 #include "ops/tcp/rendezvous_client.h"
 #include "ops/tcp/rendezvous_server.h"
 #include "ops/tcp/tcp_backend.h"
 #include "ops/tcp/tcp_transport.h"
 
+// The one place that knows which backend targets this build links (set by
+// ops/CMakeLists.txt on this file only).
+#ifndef TUTTI_WITH_MPI
+#define TUTTI_WITH_MPI 0
+#endif
+#if TUTTI_WITH_MPI
+#include "ops/mpi/mpi_connect.h"
+#endif
+
 namespace tutti {
 namespace {
 
 // Backends this build registers, for error messages.
+#if TUTTI_WITH_MPI
+constexpr const char* kBackends = "tcp, mpi";
+#else
 constexpr const char* kBackends = "tcp";
+#endif
 
 // Keeps rank 0's rendezvous server and the store client alive as long as the
 // bundle (the client is not needed after connecting, but costs nothing).
@@ -24,13 +38,24 @@ struct TcpKeepalive {
 }  // namespace
 
 Status connectBackend(const Settings& settings, BackendBundle* out) {
+#if TUTTI_WITH_MPI
+  if (settings.backend == "mpi") return connectMpiBackend(settings, out);
+#endif
   if (settings.backend != "tcp") {
-    return Status::invalidArgument("TUTTI_BACKEND=" + settings.backend +
-                                   ": this build has the backends: " + kBackends);
+    // "auto" resolves to mpi under mpirun (core/settings.cc), so say so.
+    return Status::invalidArgument(
+        "TUTTI_BACKEND=" + settings.backend + ": this build has the backends: " + kBackends +
+        (settings.backend == "mpi"
+             ? " (mpi is also chosen automatically when the job runs under Open MPI's mpirun "
+               "and TUTTI_BACKEND is not set; rebuild with Open MPI (libopenmpi-dev) for it, or "
+               "set TUTTI_BACKEND=tcp)"
+             : ""));
   }
   auto keep = std::make_shared<TcpKeepalive>();
   std::unique_ptr<TcpTransport> transport;
-  if (settings.size > 1) {
+  // A job of one rank needs no store, unless tuttirun serves one: then the
+  // rank still checks in, so that the launcher sees it arrive.
+  if (settings.size > 1 || !settings.rank0_hosts_rendezvous) {
     if (settings.rank == 0 && settings.rank0_hosts_rendezvous) {
       TUTTI_RETURN_IF_ERROR(RendezvousServer::start("0.0.0.0", settings.rendezvous_port,
                                                     settings.secret, &keep->server));
@@ -40,8 +65,11 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
     TUTTI_RETURN_IF_ERROR(RendezvousClient::connect(settings.rendezvous_addr,
                                                     settings.rendezvous_port, settings.secret,
                                                     timeout, &keep->client));
+    int generation = 0;
+    TUTTI_RETURN_IF_ERROR(enterNextGeneration(*keep->client, settings.rank, &generation));
+    GenerationStore store(*keep->client, generation);
     TUTTI_RETURN_IF_ERROR(
-        TcpTransport::connect(settings, *keep->client, keep->client->localAddress(), &transport));
+        TcpTransport::connect(settings, store, keep->client->localAddress(), &transport));
   } else {
     struct NoStore : Store {
       Status set(const std::string&, const std::vector<uint8_t>&) override { return Status::ok(); }

@@ -4,12 +4,23 @@
 // asks it for a connected transport and backend for the job in Settings.
 
 #include <memory>
+#include <optional>
 
 #include "core/settings.h"
 #include "ops/backend.h"
 #include "ops/transport.h"
 
 namespace tutti {
+
+// Where this process sits in the job, as the backend itself learned it.
+struct JobPlacement {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;  // among the ranks on this host
+  int local_size = 1;
+  int cross_rank = 0;  // among the ranks of the same local rank on other hosts
+  int cross_size = 1;
+};
 
 struct BackendBundle {
   // Whatever else must live as long as the connection (rank 0's rendezvous
@@ -18,12 +29,17 @@ struct BackendBundle {
   std::shared_ptr<void> keepalive;
   std::unique_ptr<Transport> transport;  // negotiation control channel (+ data for tcp)
   std::unique_ptr<Backend> backend;      // collectives; may reference *transport; destroyed first
+  // Set by backends that learn the placement from the job itself (mpi: from
+  // MPI_COMM_WORLD; rank and size are checked against Settings, local and
+  // cross ranks come from MPI); nullopt when Settings describe it (tcp).
+  std::optional<JobPlacement> placement;
 };
 
 // Rendezvous and connect every rank of the job (blocking, at most
 // settings.timeout_seconds; kTimeout names the ranks that never arrived).
-// When settings.rank0_hosts_rendezvous, rank 0 serves the rendezvous store on
-// settings.rendezvous_port. Errors: kInvalidArgument for an unknown or
+// tcp: when settings.rank0_hosts_rendezvous, rank 0 serves the rendezvous
+// store on settings.rendezvous_port. mpi: collective over MPI_COMM_WORLD (see
+// ops/mpi/mpi_transport.h). Errors: kInvalidArgument for an unknown or
 // unavailable backend (naming the ones this build has), kIoError for
 // bind/resolve/authentication failures.
 Status connectBackend(const Settings& settings, BackendBundle* out);

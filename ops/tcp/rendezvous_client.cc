@@ -178,4 +178,24 @@ Status RendezvousClient::get(const std::string& key, std::chrono::milliseconds t
   return Status::ok();
 }
 
+Status RendezvousClient::tryGet(const std::string& key, std::vector<uint8_t>* value, bool* found) {
+  BufferWriter w;
+  w.putU8(rendezvous::kTryGet);
+  w.putString(key);
+  std::vector<uint8_t> reply;
+  TUTTI_RETURN_IF_ERROR(
+      roundTrip(w.bytes(), Clock::now() + default_timeout_, "tryget '" + key + "'", &reply));
+  BufferReader r(reply);
+  uint8_t code = 0, flag = 0;
+  std::string s;
+  if (!r.getU8(&code) || !r.getU8(&flag) || flag > 1 ||
+      !r.getString(&s, rendezvous::kMaxFrameBytes) || !r.atEnd()) {
+    disconnect();
+    return Status::ioError("tryget '" + key + "': malformed answer from the rendezvous server");
+  }
+  *found = flag == 1;
+  value->assign(s.begin(), s.end());
+  return Status::ok();
+}
+
 }  // namespace tutti

@@ -34,6 +34,8 @@ class RendezvousClient : public Store {
   ~RendezvousClient() override;
 
   Status set(const std::string& key, const std::vector<uint8_t>& value) override;
+  // Looks a key up without waiting: *found says whether it exists.
+  Status tryGet(const std::string& key, std::vector<uint8_t>* value, bool* found);
   Status get(const std::string& key, std::chrono::milliseconds timeout,
              std::vector<uint8_t>* value) override;
 

@@ -155,6 +155,15 @@ class RendezvousServerImpl {
           waiting_key_ = key;
           server_.waiters_[key].push_back(shared_from_this());
         }
+      } else if (op == rendezvous::kTryGet && r.atEnd()) {
+        std::vector<uint8_t> value;
+        bool found = server_.lookup(key, &value);
+        BufferWriter w;
+        w.putU8(rendezvous::kReplyOk);
+        w.putU8(found ? 1 : 0);
+        w.putU32(static_cast<uint32_t>(value.size()));
+        w.putRaw(value.data(), value.size());
+        reply(w.take());
       } else {
         return drop("unknown request");
       }

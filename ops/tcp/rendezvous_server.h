@@ -5,9 +5,10 @@
 // must pass the challenge-response of ops/tcp/auth.h with the job secret;
 // unauthenticated or malformed input is dropped and logged, never a crash.
 //
-// Key conventions: "rank/<r>/addr" = "host:port" of rank r's data listener,
-// set by each rank when it reaches the rendezvous (the launcher uses them to
-// name ranks that did not arrive).
+// Key conventions: "rank/<r>/generation" = how many times rank r has entered
+// the rendezvous, minus one (set at each init; the launcher uses it to name
+// ranks that did not arrive); "gen/<g>/rank/<r>/addr" = "host:port" of rank
+// r's data listener in generation g (ops/tcp/generation_store.h).
 
 #include <memory>
 #include <string>

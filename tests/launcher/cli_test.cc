@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tutti/config.h"
+
 namespace tutti {
 namespace launcher {
 namespace {
@@ -59,7 +61,7 @@ TEST(SettingFlags, BadValuesNameTheFlagAndTheRange) {
        {Case{"--fusion-threshold-mb", "-1", "[0, "}, Case{"--fusion-threshold-mb", "ten", "[0, "},
         Case{"--cycle-time-ms", "-1", "[0, 10000]"}, Case{"--cycle-time-ms", "20000", "[0, 10000]"},
         Case{"--cache-capacity", "1.5", "an integer"}, Case{"--timeout-seconds", "0", "[0.001, "},
-        Case{"--backend", "gloo", "{tcp}"},
+        Case{"--backend", "gloo", "{auto,tcp,mpi}"},
         Case{"--log-level", "loud", "{trace,debug,info,warning,error}"}}) {
     std::pair<std::string, std::string> s;
     Status st = settingFromFlag(c.flag, c.value, &s);
@@ -115,13 +117,25 @@ TEST(CommandLine, Errors) {
                         Case{{"-np", "2", "-p", "70000", "x"}, "-p 70000"},
                         Case{{"-np", "2", "-x", "1A=b", "x"}, "-x 1A=b"},
                         Case{{"-np", "2", "--bogus", "x"}, "--bogus"},
-                        Case{{"-H", "a:1", "--hostfile", "f", "x"}, "exclude"},
-                        Case{{"-np", "2", "--mpi", "x"}, "the MPI backend is not built yet"}}) {
+                        Case{{"-H", "a:1", "--hostfile", "f", "x"}, "exclude"}}) {
     LaunchOptions o;
     CliOutcome r = parse(c.args, &o);
     EXPECT_FALSE(r.run) << c.says;
     EXPECT_EQ(r.exit_code, kExitUsage) << c.says;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+}
+
+TEST(CommandLine, MpiNeedsTheMpiBackend) {
+  LaunchOptions o;
+  CliOutcome r = parse({"-np", "2", "--mpi", "x"}, &o);
+  if (TUTTI_BUILT_MPI) {
+    EXPECT_TRUE(r.run) << r.err;
+    EXPECT_TRUE(o.mpi);
+  } else {
+    EXPECT_FALSE(r.run);
+    EXPECT_EQ(r.exit_code, kExitUsage);
+    EXPECT_NE(r.err.find("this build has no MPI backend"), std::string::npos) << r.err;
   }
 }
 
@@ -139,7 +153,8 @@ TEST(CommandLine, HelpVersionCheckBuild) {
   EXPECT_NE(version.out.find("tuttirun (tutti)"), std::string::npos);
   CliOutcome build = parse({"--check-build"}, &o);
   EXPECT_NE(build.out.find("[X] tcp"), std::string::npos) << build.out;
-  EXPECT_NE(build.out.find("[ ] mpi"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find(TUTTI_BUILT_MPI ? "[X] mpi" : "[ ] mpi"), std::string::npos)
+      << build.out;
   EXPECT_NE(build.out.find("[ ] nccl"), std::string::npos) << build.out;
   EXPECT_NE(build.out.find("[ ] cuda"), std::string::npos) << build.out;
 }

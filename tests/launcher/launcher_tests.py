@@ -209,8 +209,7 @@ def case_bad_flags():
         for args, says in [
                 (["-np", "2", "--cycle-time-ms", "-1"], "--cycle-time-ms -1: expected a number in [0, 10000]"),
                 (["-np", "2", "--fusion-threshold-mb", "x"], "--fusion-threshold-mb x: expected a number in [0, "),
-                (["-np", "2", "--backend", "gloo"], "--backend gloo: expected one of {tcp}"),
-                (["-np", "2", "--mpi"], "the MPI backend is not built yet"),
+                (["-np", "2", "--backend", "gloo"], "--backend gloo: expected one of {auto,tcp,mpi}"),
                 (["--hostfile", hostfile], hostfile + ":3:"),
                 (["-np", "3", "-H", "localhost:2"], "-np 3 but the hosts have only 2 slots"),
                 (["-np", "2", "-x", "TUTTI_TEST_UNSET_VAR"], "-x TUTTI_TEST_UNSET_VAR"),
@@ -224,6 +223,10 @@ def case_bad_flags():
         check(rc == 2 and "TUTTI_CACHE_CAPACITY=-3" in err, "bad inherited TUTTI_ variable")
         rc, out, _, _ = tuttirun(["--check-build"])
         check(rc == 0 and "[X] tcp" in out, "--check-build")
+        if "[ ] mpi" in out:
+            rc, _, err, _ = tuttirun(["-np", "2", "--mpi"] + cmd, timeout=20)
+            check(rc == 2 and "this build has no MPI backend" in err, "--mpi without MPI")
+            check(not os.path.exists(witness), "--mpi without MPI: a rank was started")
         rc, out, _, _ = tuttirun(["--help"])
         check(rc == 0 and "Exit codes" in out, "--help")
 

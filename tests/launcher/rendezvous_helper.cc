@@ -1,6 +1,7 @@
 // Test helper for tuttirun's integration tests: a "rank" that reaches the
 // rendezvous without the tutti runtime. Connects with the TUTTI_* variables
-// tuttirun set, sets rank/<r>/addr, prints one line, then sleeps for the
+// tuttirun set, checks in as the runtime does (ops/tcp/generation_store.h),
+// prints one line, then sleeps for the
 // given seconds (default 0) and exits with the given code (default 0).
 //   rendezvous_helper [SLEEP_SECONDS [EXIT_CODE]]
 
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "ops/tcp/generation_store.h"
 #include "ops/tcp/rendezvous_client.h"
 
 int main(int argc, char** argv) {
@@ -25,8 +27,8 @@ int main(int argc, char** argv) {
       env("TUTTI_RENDEZVOUS_ADDR"), std::atoi(env("TUTTI_RENDEZVOUS_PORT").c_str()),
       env("TUTTI_SECRET"), std::chrono::seconds(20), &client);
   if (st.isOk()) {
-    std::string addr = client->localAddress() + ":0";
-    st = client->set("rank/" + rank + "/addr", std::vector<uint8_t>(addr.begin(), addr.end()));
+    int generation = 0;
+    st = tutti::enterNextGeneration(*client, std::atoi(rank.c_str()), &generation);
   }
   if (!st.isOk()) {
     std::fprintf(stderr, "rank %s: rendezvous failed: %s\n", rank.c_str(), st.toString().c_str());

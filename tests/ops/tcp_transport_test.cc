@@ -423,7 +423,7 @@ TEST_F(TcpTransportTest, ConnectTimeoutNamesMissingRanks) {
 
 TEST(TcpConnectBackend, UnknownBackendNamesTheAcceptedOnes) {
   Settings s;
-  s.backend = "mpi";
+  s.backend = "carrier-pigeon";
   BackendBundle b;
   Status st = connectBackend(s, &b);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);

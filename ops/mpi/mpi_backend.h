@@ -1,0 +1,69 @@
+#pragma once
+
+// Backend (ops/backend.h) on MPI's own collectives, over the communicator of
+// an MpiTransport: MPI_Allreduce (in place), MPI_Allgatherv, MPI_Bcast,
+// MPI_Alltoallv, MPI_Reduce_scatter and MPI_Barrier, so that Open MPI picks
+// its tuned algorithms and shared-memory paths.
+//
+// Types and ops: integers and floats map onto MPI's predefined types and
+// ops; float16 and bfloat16 travel as MPI_UINT16_T and reduce with
+// user-defined ops (MPI_Op_create) that compute in float32 through
+// ops/reduce.h; bool reduces with MPI_LOR (sum, max) and MPI_LAND (min,
+// product).
+//
+// Sizes: MPI counts are ints. Buffers of more than `max_chunk_bytes` (default
+// 1 GiB) are reduced and broadcast in chunks; allgatherv, alltoallv and
+// reducescatter whose counts or displacements do not fit take a chunked path
+// (broadcast per rank, point-to-point exchange, reduce per rank) instead of
+// the single MPI call. Tests lower max_chunk_bytes to reach those paths.
+//
+// Blocking: each call blocks the background thread inside MPI until the
+// collective finished on this rank. MPI has no timeouts, so a peer that hangs
+// without dying hangs the collective; a peer that dies makes Open MPI's
+// mpirun abort the whole job (every rank is killed) rather than return an
+// error; TUTTI_TIMEOUT_SECONDS does not apply to MPI collectives.
+//
+// Errors: the communicator returns errors (MPI_ERRORS_RETURN); an MPI error
+// is kPeerLost naming the call, and the backend is broken from then on: every
+// later call returns the same status.
+//
+// Threading: the runtime's background thread only.
+
+#include <cstddef>
+#include <vector>
+
+#include "ops/backend.h"
+#include "ops/mpi/mpi_transport.h"
+
+namespace tutti {
+
+class MpiBackend : public Backend {
+ public:
+  static constexpr size_t kDefaultMaxChunkBytes = size_t{1} << 30;
+
+  // `transport` must outlive the backend.
+  explicit MpiBackend(MpiTransport& transport, size_t max_chunk_bytes = kDefaultMaxChunkBytes);
+  const char* name() const override { return "mpi"; }
+  int rank() const override { return transport_.rank(); }
+  int size() const override { return transport_.size(); }
+  Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  Status allgatherv(const void* input, void* output,
+                    const std::vector<size_t>& bytes_per_rank) override;
+  Status broadcast(void* buf, size_t bytes, int root) override;
+  Status alltoallv(const void* input, const std::vector<size_t>& send_bytes, void* output,
+                   const std::vector<size_t>& recv_bytes) override;
+  Status reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
+                       DataType dtype, ReduceOp op) override;
+  Status barrier() override;
+
+ private:
+  Status check(int code, const char* call);
+  bool fitsOneCall(const std::vector<size_t>& counts) const;
+
+  MpiTransport& transport_;
+  const MPI_Comm comm_;
+  const size_t max_chunk_bytes_;
+  Status broken_;
+};
+
+}  // namespace tutti

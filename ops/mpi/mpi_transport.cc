@@ -1,0 +1,394 @@
+#include "ops/mpi/mpi_transport.h"
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <thread>
+
+#include "core/logging.h"
+#include "ops/mpi/mpi_environment.h"
+
+namespace tutti {
+namespace {
+
+constexpr auto kMinBackoff = std::chrono::microseconds(20);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(1);
+// Tags: kTagBase + 4 * (epoch % kEpochs) + kind. Stays below 32767, the
+// smallest MPI_TAG_UB the standard allows.
+constexpr int kTagBase = 16;
+constexpr int kEpochs = 4096;
+constexpr int kControlKind = 0;
+constexpr int kCloseKind = 1;
+constexpr int kDataKind = 2;
+
+std::atomic<int> g_next_epoch{0};           // one per transport created in this process
+std::atomic<bool> g_transport_live{false};  // one MPI transport per process at a time
+
+int tagOf(int epoch, int kind) {
+  return kTagBase + 4 * (epoch % kEpochs) + kind;
+}
+
+// Frees a communicator; MPI_COMM_NULL is left alone.
+void freeComm(MPI_Comm* comm) {
+  if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
+}
+
+}  // namespace
+
+Status MpiTransport::connect(const Settings& settings, std::unique_ptr<MpiTransport>* out) {
+  if (g_transport_live.exchange(true)) {
+    return Status::invalidArgument(
+        "TUTTI_BACKEND=mpi: another tutti runtime on the mpi backend is running in this "
+        "process; the mpi backend allows one at a time (shut it down first)");
+  }
+  Status st = acquireMpi();
+  if (!st.isOk()) {
+    g_transport_live = false;
+    return st;
+  }
+  auto give_up = [](Status status) {
+    releaseMpi();
+    g_transport_live = false;
+    return status;
+  };
+
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  if (rc != MPI_SUCCESS) return give_up(Status::ioError(mpiErrorText("MPI_Comm_dup", rc)));
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+
+  JobPlacement p;
+  MPI_Comm_rank(comm, &p.rank);
+  MPI_Comm_size(comm, &p.size);
+  MPI_Comm local = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+  rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &local);
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm_rank(local, &p.local_rank);
+    MPI_Comm_size(local, &p.local_size);
+    rc = MPI_Comm_split(comm, p.local_rank, p.rank, &cross);
+  }
+  if (rc == MPI_SUCCESS) {
+    MPI_Comm_rank(cross, &p.cross_rank);
+    MPI_Comm_size(cross, &p.cross_size);
+  }
+  freeComm(&local);
+  freeComm(&cross);
+  if (rc != MPI_SUCCESS) {
+    freeComm(&comm);
+    return give_up(Status::ioError(mpiErrorText("MPI_Comm_split", rc)));
+  }
+
+  // Settings must describe the same job as MPI. Decided together, so that
+  // no rank goes on alone to wait for the others.
+  int agree = (settings.rank == p.rank && settings.size == p.size) ? 1 : 0;
+  int all_agree = 0;
+  rc = MPI_Allreduce(&agree, &all_agree, 1, MPI_INT, MPI_MIN, comm);
+  if (rc != MPI_SUCCESS || !all_agree) {
+    freeComm(&comm);
+    if (rc != MPI_SUCCESS) return give_up(Status::ioError(mpiErrorText("MPI_Allreduce", rc)));
+    if (!agree) {
+      return give_up(Status::invalidArgument(
+          "TUTTI_RANK/TUTTI_SIZE say rank " + std::to_string(settings.rank) + " of " +
+          std::to_string(settings.size) + ", but MPI_COMM_WORLD says rank " +
+          std::to_string(p.rank) + " of " + std::to_string(p.size) +
+          ": under mpirun leave TUTTI_RANK and TUTTI_SIZE unset (tutti takes them from MPI)"));
+    }
+    return give_up(Status::invalidArgument(
+        "TUTTI_BACKEND=mpi: another rank's TUTTI_RANK/TUTTI_SIZE disagree with MPI_COMM_WORLD "
+        "(see that rank's error)"));
+  }
+  const int epoch = g_next_epoch.fetch_add(1);
+  out->reset(new MpiTransport(comm, p, epoch, settings.timeout_seconds));
+  TUTTI_LOG(kDebug) << "mpi transport: rank " << p.rank << "/" << p.size << ", local "
+                    << p.local_rank << "/" << p.local_size << ", cross " << p.cross_rank << "/"
+                    << p.cross_size;
+  return Status::ok();
+}
+
+MpiTransport::MpiTransport(MPI_Comm comm, JobPlacement placement, int epoch, double timeout_seconds)
+    : comm_(comm),
+      placement_(placement),
+      control_tag_(tagOf(epoch, kControlKind)),
+      close_tag_(tagOf(epoch, kCloseKind)),
+      data_tag_(tagOf(epoch, kDataKind)),
+      timeout_seconds_(timeout_seconds),
+      closed_by_(static_cast<size_t>(placement.size), false),
+      backoff_(kMinBackoff) {}
+
+MpiTransport::~MpiTransport() {
+  sendCloseNotices();
+  // Closing is collective: every rank's background thread gets here within
+  // the shutdown handshake. Until all have arrived (MPI_Ibarrier), each rank
+  // lets its last sends go out and receives and drops whatever is still
+  // addressed to it, so that no message is left unreceived in the
+  // communicator when it is freed (Open MPI can then hang the next
+  // MPI_Comm_dup of this process).
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  bool closed = MPI_Ibarrier(comm_, &barrier) == MPI_SUCCESS;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::min(timeout_seconds_, 10.0)));
+  auto backoff = std::chrono::microseconds(20);
+  bool synced = false;
+  while (closed && Clock::now() < deadline) {
+    if (!progressSends().isOk()) break;
+    drainIncoming();
+    int done = 0;
+    if (MPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    if (done && sends_.empty()) {
+      synced = true;
+      break;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(1000));
+  }
+  drainIncoming();
+  if (!synced) {
+    // A peer never closed (it hung, or died without Open MPI noticing). MPI
+    // may still use the buffers and the communicator: both are leaked on
+    // purpose rather than freed under its feet.
+    TUTTI_LOG(kWarning) << "mpi transport: rank " << placement_.rank
+                        << ": the other ranks did not close within "
+                        << std::min(timeout_seconds_, 10.0) << " s; leaving the communicator";
+    for (PendingSend& s : sends_) {
+      MPI_Request_free(&s.request);
+      new std::vector<uint8_t>(std::move(s.bytes));
+    }
+  }
+  // Data ops still posted only after a failure: receives are cancelled,
+  // sends released.
+  for (auto& [id, requests] : ops_) {
+    (void)id;
+    for (MPI_Request& r : requests) {
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+  }
+  if (synced && ops_.empty()) {
+    MPI_Comm comm = comm_;
+    freeComm(&comm);
+  }
+  releaseMpi();
+  g_transport_live = false;
+}
+
+void MpiTransport::drainIncoming() {
+  std::vector<uint8_t> scratch;
+  while (true) {
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &found, &message, &status) != MPI_SUCCESS ||
+        !found) {
+      return;
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    scratch.resize(static_cast<size_t>(std::max(count, 1)));
+    if (MPI_Mrecv(scratch.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      return;
+    }
+  }
+}
+
+Status MpiTransport::fail(int code, const char* call) {
+  if (broken_.isOk()) broken_ = mpiStatus(code, call, placement_.rank);
+  return broken_;
+}
+
+Transport::OpId MpiTransport::postSend(int peer, const void* data, size_t bytes) {
+  const OpId id = next_op_++;
+  std::vector<MPI_Request>& requests = ops_[id];
+  const char* p = static_cast<const char*>(data);
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(bytes - offset, kMaxMessageBytes);
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPI_Isend(p + offset, static_cast<int>(n), MPI_BYTE, peer, data_tag_, comm_, &r);
+    if (rc != MPI_SUCCESS) {
+      fail(rc, "MPI_Isend");
+      break;
+    }
+    requests.push_back(r);
+    offset += n;
+  } while (offset < bytes);
+  return id;
+}
+
+Transport::OpId MpiTransport::postRecv(int peer, void* data, size_t bytes) {
+  const OpId id = next_op_++;
+  std::vector<MPI_Request>& requests = ops_[id];
+  char* p = static_cast<char*>(data);
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(bytes - offset, kMaxMessageBytes);
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPI_Irecv(p + offset, static_cast<int>(n), MPI_BYTE, peer, data_tag_, comm_, &r);
+    if (rc != MPI_SUCCESS) {
+      fail(rc, "MPI_Irecv");
+      break;
+    }
+    requests.push_back(r);
+    offset += n;
+  } while (offset < bytes);
+  return id;
+}
+
+Status MpiTransport::wait(OpId id) {
+  auto it = ops_.find(id);
+  if (it == ops_.end()) {
+    if (!broken_.isOk()) return broken_;
+    return Status::internal("mpi transport: wait() on unknown op " + std::to_string(id));
+  }
+  std::vector<MPI_Request> requests = std::move(it->second);
+  ops_.erase(it);
+  if (!broken_.isOk()) return broken_;
+  int rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) return fail(rc, "MPI_Waitall");
+  return Status::ok();
+}
+
+Status MpiTransport::waitAll() {
+  Status first;
+  while (!ops_.empty()) {
+    Status st = wait(ops_.begin()->first);
+    if (first.isOk()) first = st;
+  }
+  return first;
+}
+
+Status MpiTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
+  if (!broken_.isOk()) return broken_;
+  if (peer < 0 || peer >= placement_.size || peer == placement_.rank ||
+      (placement_.rank != 0 && peer != 0)) {
+    return Status::internal("mpi transport: rank " + std::to_string(placement_.rank) +
+                            " may not send control messages to rank " + std::to_string(peer));
+  }
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return Status::internal("mpi transport: control message of " + std::to_string(bytes.size()) +
+                            " bytes is larger than one MPI message allows");
+  }
+  sends_.emplace_back();
+  PendingSend& s = sends_.back();
+  s.bytes = std::move(bytes);
+  int rc = MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, peer, control_tag_,
+                     comm_, &s.request);
+  if (rc != MPI_SUCCESS) {
+    sends_.pop_back();
+    return fail(rc, "MPI_Isend");
+  }
+  backoff_ = kMinBackoff;  // a reply is likely soon
+  return progressSends();
+}
+
+Status MpiTransport::progressSends() {
+  while (!sends_.empty()) {
+    int done = 0;
+    int rc = MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Test");
+    if (!done) break;
+    sends_.pop_front();  // completes in order often enough; later ones are tested next call
+  }
+  return Status::ok();
+}
+
+Status MpiTransport::receiveControl(std::vector<ControlMessage>* out) {
+  // Close notices first, then control messages: MPI matches each sender's
+  // messages in order, so once a close notice is visible, every message that
+  // peer sent before it is already queued and is received below, before the
+  // loss is reported. (The other way round, a probe can miss a message that
+  // arrives while it runs and then find the close behind it.)
+  std::vector<int> closed;
+  while (true) {
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    int rc = MPI_Improbe(MPI_ANY_SOURCE, close_tag_, comm_, &found, &message, &status);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Improbe");
+    if (!found) break;
+    rc = MPI_Mrecv(nullptr, 0, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
+    closed.push_back(status.MPI_SOURCE);
+  }
+  while (true) {
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    int rc = MPI_Improbe(MPI_ANY_SOURCE, control_tag_, comm_, &found, &message, &status);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Improbe");
+    if (!found) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    ControlMessage msg;
+    msg.from_rank = status.MPI_SOURCE;
+    msg.bytes.resize(static_cast<size_t>(count));
+    rc = MPI_Mrecv(msg.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
+    out->push_back(std::move(msg));
+  }
+  for (int from : closed) {
+    closed_by_[static_cast<size_t>(from)] = true;
+    if (broken_.isOk()) {
+      broken_ = Status::peerLost("rank " + std::to_string(from) +
+                                 " closed its connection (it shut down or failed)");
+    }
+  }
+  return Status::ok();
+}
+
+Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {
+  out->clear();
+  if (!broken_.isOk()) return broken_;
+  while (true) {
+    TUTTI_RETURN_IF_ERROR(progressSends());
+    const bool was_ok = broken_.isOk();
+    Status st = receiveControl(out);
+    if (!out->empty()) {
+      // Messages that arrived before a close notice are delivered first; the
+      // loss is reported by the next call.
+      backoff_ = kMinBackoff;
+      return Status::ok();
+    }
+    if (!st.isOk() || (was_ok && !broken_.isOk())) return broken_;
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    if (woken_) {
+      woken_ = false;
+      backoff_ = kMinBackoff;
+      return Status::ok();
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) return Status::ok();
+    const auto sleep = std::min<Clock::duration>(backoff_, deadline - now);
+    wake_cv_.wait_for(lock, sleep, [this] { return woken_; });
+    backoff_ = std::min<Clock::duration>(backoff_ * 2, kMaxBackoff);
+  }
+}
+
+void MpiTransport::wake() {
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    woken_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
+void MpiTransport::sendCloseNotices() {
+  std::vector<int> peers;
+  if (placement_.rank == 0) {
+    for (int r = 1; r < placement_.size; ++r) peers.push_back(r);
+  } else {
+    peers.push_back(0);
+  }
+  for (int peer : peers) {
+    if (closed_by_[static_cast<size_t>(peer)]) continue;  // it hung up first
+    sends_.emplace_back();
+    int rc = MPI_Isend(nullptr, 0, MPI_BYTE, peer, close_tag_, comm_, &sends_.back().request);
+    if (rc != MPI_SUCCESS) {
+      sends_.pop_back();
+      break;
+    }
+  }
+}
+
+}  // namespace tutti

@@ -1,0 +1,91 @@
+// tuttirun --mpi: the mpirun command line built from tuttirun's options.
+
+#include "launcher/mpi_launch.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace tutti {
+namespace launcher {
+namespace {
+
+bool hasSequence(const std::vector<std::string>& argv, const std::vector<std::string>& seq) {
+  return std::search(argv.begin(), argv.end(), seq.begin(), seq.end()) != argv.end();
+}
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += a + " ";
+  return out;
+}
+
+TEST(MpirunCommand, SamePlacementSettingsAndVariables) {
+  LaunchOptions o;
+  o.np = 4;
+  o.command = {"python3", "train.py", "--epochs", "1"};
+  MpirunContext c;
+  c.hosts = {{"a", 2}, {"b", 2}};
+  c.np = 4;
+  c.env = {{"TUTTI_FUSION_THRESHOLD_BYTES", "1048576"},
+           {"TUTTI_RANK", "3"},
+           {"TUTTI_SECRET", "s"},
+           {"FOO", "bar"},
+           {"PATH", "/bin"},
+           {"OMP_NUM_THREADS", "2"}};
+  c.env_names = {"FOO"};
+  c.local_cores = 8;
+  c.root = true;
+  std::vector<std::string> argv;
+  ASSERT_TRUE(mpirunCommand(o, c, &argv).isOk());
+  const std::string all = joined(argv);
+  EXPECT_EQ(argv.front(), "mpirun");
+  EXPECT_TRUE(hasSequence(argv, {"--allow-run-as-root"})) << all;
+  EXPECT_TRUE(hasSequence(argv, {"-np", "4"})) << all;
+  EXPECT_TRUE(hasSequence(argv, {"-H", "a:2,b:2", "--map-by", "slot", "--bind-to", "none"})) << all;
+  EXPECT_TRUE(hasSequence(argv, {"-x", "TUTTI_FUSION_THRESHOLD_BYTES=1048576"})) << all;
+  EXPECT_TRUE(hasSequence(argv, {"-x", "FOO=bar"})) << all;
+  EXPECT_TRUE(hasSequence(argv, {"-x", "TUTTI_BACKEND=mpi"})) << all;
+  EXPECT_EQ(all.find("TUTTI_RANK"), std::string::npos) << "placement is MPI's: " << all;
+  EXPECT_EQ(all.find("TUTTI_SECRET"), std::string::npos) << all;
+  EXPECT_EQ(all.find("PATH=/bin"), std::string::npos) << "only -x and TUTTI_* travel: " << all;
+  EXPECT_EQ(all.find("OMP_NUM_THREADS="), std::string::npos) << "already set: " << all;
+  EXPECT_EQ(all.find("--oversubscribe"), std::string::npos) << "a and b are remote: " << all;
+  EXPECT_TRUE(std::equal(o.command.begin(), o.command.end(), argv.end() - 4)) << all;
+}
+
+TEST(MpirunCommand, LocalJobWithMoreRanksThanCores) {
+  LaunchOptions o;
+  o.np = 4;
+  o.command = {"./a.out"};
+  MpirunContext c;
+  c.np = 4;
+  c.local_cores = 2;
+  std::vector<std::string> argv;
+  ASSERT_TRUE(mpirunCommand(o, c, &argv).isOk());
+  const std::string all = joined(argv);
+  EXPECT_TRUE(hasSequence(argv, {"-H", "localhost:4"})) << all;
+  EXPECT_TRUE(hasSequence(argv, {"--oversubscribe", "--mca", "mpi_yield_when_idle", "1"})) << all;
+  EXPECT_TRUE(hasSequence(argv, {"-x", "OMP_NUM_THREADS=1"})) << all;
+  EXPECT_EQ(all.find("--allow-run-as-root"), std::string::npos) << all;
+}
+
+TEST(MpirunCommand, ContradictingBackendAndTooFewSlotsAreErrors) {
+  LaunchOptions o;
+  o.command = {"x"};
+  MpirunContext c;
+  c.np = 2;
+  c.env = {{"TUTTI_BACKEND", "tcp"}};
+  std::vector<std::string> argv;
+  Status st = mpirunCommand(o, c, &argv);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("TUTTI_BACKEND=tcp"), std::string::npos) << st.message();
+  c.env.clear();
+  c.hosts = {{"a", 1}};
+  st = mpirunCommand(o, c, &argv);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace tutti
