@@ -1,0 +1,174 @@
+// tutti-bench: collective benchmarks in the manner of nccl-tests.
+//
+//   tuttirun -np 4 tutti-bench -b 8 -e 128M -f 2 --op allreduce
+//   tuttirun -np 3 tutti-bench -b 4 -e 1M -f 4 -n 3 -w 1 -c 1 --op all
+//   tuttirun -np 2 tutti-bench --gradient-set -n 10 -w 2
+//
+// For each size from -b to -e (times -f), each collective runs -w untimed and
+// -n timed iterations, one op at a time (enqueue, then wait), under one tensor
+// name per collective and size that every iteration reuses (so steady state
+// goes through the response cache, as in training). A row gives size, count,
+// dtype, reduce op, collective, time (µs: median over the iterations of the
+// slowest rank's time), algbw and busbw (GB/s, nccl-tests' definitions) and
+// #wrong: with -c 1, one more iteration after the timed ones runs on
+// poisoned outputs and counts, over all ranks, the elements that differ from
+// the exact expected result. Exits 1 when any #wrong is not 0.
+//
+// --gradient-set runs bench/gradient_set.h instead. Settings come from the
+// TUTTI_* environment (tuttirun writes them; TUTTI_FUSION_THRESHOLD_BYTES=0
+// turns fusion off).
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "bench/collective_case.h"
+#include "bench/gradient_set.h"
+#include "coordinator/runtime.h"
+
+namespace {
+
+using tutti::Status;
+using tutti::bench::Collective;
+using tutti::bench::CollectiveCase;
+
+struct Options {
+  bench_sweep sweep = bench_default_sweep();
+  std::string dtype = "float32";
+  std::string reduce_op = "sum";
+  std::string op = "allreduce";
+  bool gradient_set = false;
+};
+
+// Runs one collective over the sweep; adds the wrong elements to *wrong.
+Status runSweep(tutti::Runtime& runtime, Collective op, tutti::DataType dtype,
+                tutti::ReduceOp reduce_op, const bench_sweep& sweep, int64_t* wrong) {
+  int64_t last_bytes = -1;
+  for (int64_t asked = sweep.min_bytes; asked <= sweep.max_bytes;
+       asked = bench_next_size(&sweep, asked)) {
+    CollectiveCase point(runtime, op, dtype, reduce_op, asked);
+    if (point.bytes() == last_bytes) continue;  // rounded to the same size as the last point
+    last_bytes = point.bytes();
+    const std::string name = std::string("bench.") + collectiveName(op) + "." +
+                             tutti::dataTypeName(dtype) + "." + std::to_string(point.bytes());
+    const int iterations = bench_iterations(&sweep, point.bytes());
+    const int warmups = bench_warmups(&sweep, point.bytes());
+    for (int i = 0; i < warmups; ++i) TUTTI_RETURN_IF_ERROR(point.run(name, nullptr));
+    std::vector<double> seconds(iterations);
+    for (int i = 0; i < iterations; ++i) {
+      const double start = bench_now_seconds();
+      TUTTI_RETURN_IF_ERROR(point.run(name, nullptr));
+      seconds[i] = bench_now_seconds() - start;
+    }
+    int64_t point_wrong = 0;
+    if (sweep.check) TUTTI_RETURN_IF_ERROR(point.run(name, &point_wrong));
+    TUTTI_RETURN_IF_ERROR(tutti::bench::maxOverRanks(runtime, name + ".times", &seconds));
+    TUTTI_RETURN_IF_ERROR(tutti::bench::sumOverRanks(runtime, name + ".wrong", &point_wrong));
+    *wrong += point_wrong;
+    if (runtime.rank() == 0) {
+      const bench_stats stats = bench_summarize(seconds.data(), iterations);
+      bench_print_row(point.bytes(), point.count(), tutti::dataTypeName(dtype),
+                      point.reduceOpLabel(), collectiveName(op), runtime.size(), stats.median,
+                      sweep.check ? point_wrong : -1);
+    }
+  }
+  return Status::ok();
+}
+
+int fail(const std::string& what, const Status& status) {
+  std::fprintf(stderr, "tutti-bench: %s: %s\n", what.c_str(), status.toString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"tutti-bench: collective benchmarks in the manner of nccl-tests"};
+  // Sizes stay strings for CLI11 and are parsed by bench_util (K/M/G suffixes).
+  const auto size_check = [](const std::string& text) -> std::string {
+    int64_t bytes = 0;
+    return bench_parse_size(text.c_str(), &bytes) == 0 ? "" : "expected a size like 4, 64K, 1M, 2G";
+  };
+  std::string b = "32M", e = "32M", m = "0";
+  app.add_option("-b,--minbytes", b, "smallest size (K/M/G suffixes)")->check(size_check);
+  app.add_option("-e,--maxbytes", e, "largest size (K/M/G suffixes)")->check(size_check);
+  app.add_option("-m,--bytes-per-point", m,
+                 "cap big sizes at max(5, m / size) iterations (0: no cap)")
+      ->check(size_check);
+  app.add_option("-f,--stepfactor", o.sweep.factor, "size multiplication factor")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  app.add_option("-n,--iters", o.sweep.iterations, "timed iterations per size")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("-w,--warmup_iters", o.sweep.warmups, "untimed iterations per size")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_option("-c,--check", o.sweep.check, "check the results (0/1)")->check(CLI::Range(0, 1));
+  app.add_option("-d,--datatype", o.dtype,
+                 "uint8, int8, int16, int32, int64, float16, "
+                 "bfloat16, float32, float64");
+  app.add_option("-o,--reduce-op", o.reduce_op, "sum, avg, min, max, prod");
+  app.add_option("--op", o.op, "allreduce, allgather, broadcast, reducescatter, alltoall, all");
+  app.add_flag("--gradient-set", o.gradient_set,
+               "allreduce ResNet-50's 161 gradients per step (-n steps, -w warm-ups)");
+  CLI11_PARSE(app, argc, argv);
+  bench_parse_size(b.c_str(), &o.sweep.min_bytes);
+  bench_parse_size(e.c_str(), &o.sweep.max_bytes);
+  bench_parse_size(m.c_str(), &o.sweep.bytes_per_point);
+  if (bench_check_sweep(&o.sweep) != 0) return 2;
+  const auto dtype = tutti::parseDataType(o.dtype);
+  tutti::ReduceOp reduce_op;
+  std::vector<Collective> ops;
+  Collective one;
+  if (!dtype || *dtype == tutti::DataType::kBool) {
+    std::fprintf(stderr, "tutti-bench: -d %s: unknown or unsupported dtype\n", o.dtype.c_str());
+    return 2;
+  }
+  if (!tutti::bench::parseReduceOp(o.reduce_op, &reduce_op)) {
+    std::fprintf(stderr, "tutti-bench: -o %s: expected sum, avg, min, max or prod\n",
+                 o.reduce_op.c_str());
+    return 2;
+  }
+  if (o.op == "all") {
+    ops = tutti::bench::allCollectives();
+  } else if (tutti::bench::parseCollective(o.op, &one)) {
+    ops = {one};
+  } else {
+    std::fprintf(stderr, "tutti-bench: --op %s: unknown collective\n", o.op.c_str());
+    return 2;
+  }
+
+  tutti::Settings settings;
+  Status status = tutti::loadSettings(tutti::processEnv(), &settings);
+  if (!status.isOk()) return fail("settings", status);
+  std::unique_ptr<tutti::Runtime> runtime;
+  status = tutti::Runtime::create(settings, &runtime);
+  if (!status.isOk()) return fail("init", status);
+
+  const std::string details = "backend " + settings.backend + ", fusion threshold " +
+                              std::to_string(settings.fusion_threshold_bytes) + " B";
+  int64_t wrong = 0;
+  if (o.gradient_set) {
+    if (runtime->rank() == 0)
+      bench_print_step_header("tutti-bench", runtime->size(), details.c_str());
+    status = tutti::bench::runGradientSet(*runtime, o.sweep.iterations, o.sweep.warmups,
+                                          o.sweep.check != 0, &wrong);
+  } else {
+    if (runtime->rank() == 0) bench_print_header("tutti-bench", runtime->size(), details.c_str());
+    for (Collective op : ops) {
+      status = runSweep(*runtime, op, *dtype, reduce_op, o.sweep, &wrong);
+      if (!status.isOk()) break;
+    }
+  }
+  if (!status.isOk()) return fail("benchmark", status);
+  status = runtime->shutdown();
+  if (!status.isOk()) return fail("shutdown", status);
+  if (wrong != 0) {
+    if (runtime->rank() == 0)
+      std::fprintf(stderr, "tutti-bench: %lld wrong elements\n", static_cast<long long>(wrong));
+    return 1;
+  }
+  return 0;
+}
