@@ -32,7 +32,7 @@ const std::vector<SettingSpec> kSpecs = {
     {"TUTTI_HOSTNAME", SettingType::kString, "", 0, 0, "",
      "address other ranks use to reach this rank (default: the address this host uses to reach the "
      "rendezvous server)"},
-    {"TUTTI_FUSION_THRESHOLD_BYTES", SettingType::kInt, "4194304", 0, kMaxInt, "",
+    {"TUTTI_FUSION_THRESHOLD_BYTES", SettingType::kInt, "1048576", 0, kMaxInt, "",
      "fusion buffer size in bytes; 0 disables fusion"},
     {"TUTTI_CYCLE_TIME_MS", SettingType::kDouble, "0", 0, 10000, "",
      "milliseconds to wait before each negotiation round (0: start a round as soon as work is "

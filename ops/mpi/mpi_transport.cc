@@ -13,6 +13,11 @@ namespace {
 
 constexpr auto kMinBackoff = std::chrono::microseconds(20);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(1);
+// For this long after the last message or wake the poll stays at the minimum
+// back-off: in a training loop the next message comes within microseconds to
+// milliseconds, and sleeping up to 1 ms then put a ~400 µs floor under every
+// small op. Idle longer than this, the back-off grows and the rank sleeps.
+constexpr auto kHotWindow = std::chrono::milliseconds(20);
 // Tags: kTagBase + 4 * (epoch % kEpochs) + kind. Stays below 32767, the
 // smallest MPI_TAG_UB the standard allows.
 constexpr int kTagBase = 16;
@@ -348,6 +353,7 @@ Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<Control
       // Messages that arrived before a close notice are delivered first; the
       // loss is reported by the next call.
       backoff_ = kMinBackoff;
+      last_traffic_ = Clock::now();
       return Status::ok();
     }
     if (!st.isOk() || (was_ok && !broken_.isOk())) return broken_;
@@ -355,13 +361,16 @@ Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<Control
     if (woken_) {
       woken_ = false;
       backoff_ = kMinBackoff;
+      last_traffic_ = Clock::now();
       return Status::ok();
     }
     const auto now = Clock::now();
     if (now >= deadline) return Status::ok();
     const auto sleep = std::min<Clock::duration>(backoff_, deadline - now);
     wake_cv_.wait_for(lock, sleep, [this] { return woken_; });
-    backoff_ = std::min<Clock::duration>(backoff_ * 2, kMaxBackoff);
+    if (Clock::now() - last_traffic_ > kHotWindow) {
+      backoff_ = std::min<Clock::duration>(backoff_ * 2, kMaxBackoff);
+    }
   }
 }
 

@@ -11,8 +11,9 @@
 //
 // Waiting, honestly: MPI offers no file descriptor to sleep on, so unlike the
 // tcp transport (which sleeps in epoll), an idle pollControl() polls: it
-// probes, then sleeps on a condition variable for 20 µs, doubling up to 1 ms
-// while nothing arrives, and starts again at 20 µs on traffic or wake(). An
+// probes, then sleeps on a condition variable for 20 µs; once nothing has
+// arrived for 20 ms the sleep doubles up to 1 ms, and it starts again at
+// 20 µs on traffic or wake() (a training loop stays responsive). An
 // idle rank therefore wakes up about a thousand times a second for a few
 // microseconds each (no busy spinning, but not zero CPU either). wait() and
 // waitAll() block in MPI_Waitall, which Open MPI implements by polling its
@@ -115,6 +116,7 @@ class MpiTransport : public Transport {
   OpId next_op_ = 1;
   std::map<OpId, std::vector<MPI_Request>> ops_;  // posted data ops
   Clock::duration backoff_;
+  Clock::time_point last_traffic_{};  // last control message or wake()
 
   std::mutex wake_mu_;  // guards woken_ (wake() is called from any thread)
   std::condition_variable wake_cv_;
