@@ -32,9 +32,14 @@ std::string remoteBootstrap(int grace_seconds) {
          "\" ] || exit 125; "
          "eval \"$s\"; exec 3<&0; "
          "setsid \"$@\" </dev/null 3<&- & p=$!; "
+         // k SIG: signal the rank's process group, retrying for up to ~1 s:
+         // right after the start the child may not have called setsid yet,
+         // and then the group does not exist and the signal would be lost.
+         "k() { i=0; while ! kill -s \"$1\" -- -$p 2>/dev/null; do i=$((i+1)); "
+         "[ $i -gt 20 ] && return; kill -0 $p 2>/dev/null || return; sleep 0.05; done; }; "
          "( while IFS= read -r c <&3; do case \"$c\" in "
-         "INT|TERM|KILL|HUP|QUIT|USR1|USR2) kill -s \"$c\" -- -$p;; esac; done; "
-         "kill -s TERM -- -$p; sleep " +
+         "INT|TERM|KILL|HUP|QUIT|USR1|USR2) k \"$c\";; esac; done; "
+         "k TERM; sleep " +
          g +
          "; kill -s KILL -- -$p ) >/dev/null 2>&1 & w=$!; "
          "exec 3<&-; wait $p 2>/dev/null; r=$?; kill -s KILL -- -$p 2>/dev/null; kill $w "
