@@ -1,6 +1,7 @@
 #include "bench/gradient_set.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,12 @@ Status runGradientSet(Runtime& runtime, int steps, int warmups, bool check, int6
   std::vector<double> seconds;
   std::vector<Handle> handles(RESNET50_NUM_PARAMS);
   int64_t wrong_here = 0;
-  OpOptions options;
+  OpOptions options;         // compression: the job's TUTTI_COMPRESSION
+  uint64_t bytes_timed = 0;  // this rank's bytes on the wire over the timed steps
   for (int step = -warmups; step < steps; ++step) {
     for (auto& g : grads) std::fill(g.begin(), g.end(), static_cast<float>(runtime.rank() + 1));
     TUTTI_RETURN_IF_ERROR(barrier(runtime));
+    const uint64_t bytes_before = runtime.bytesSent();
     const double start = bench_now_seconds();
     for (int i = RESNET50_NUM_PARAMS - 1; i >= 0; --i) {  // backward order
       options.name = names[i];
@@ -61,7 +64,10 @@ Status runGradientSet(Runtime& runtime, int steps, int warmups, bool check, int6
     const double elapsed = bench_now_seconds() - start;
     for (Handle h : handles) runtime.release(h);
     TUTTI_RETURN_IF_ERROR(status);
-    if (step >= 0) seconds.push_back(elapsed);
+    if (step >= 0) {
+      seconds.push_back(elapsed);
+      bytes_timed += runtime.bytesSent() - bytes_before;
+    }
     if (check) {
       for (const auto& g : grads)
         wrong_here += std::count_if(g.begin(), g.end(), [&](float v) { return v != expected; });
@@ -75,6 +81,9 @@ Status runGradientSet(Runtime& runtime, int steps, int warmups, bool check, int6
     bench_print_step(strategy.c_str(), RESNET50_NUM_PARAMS,
                      RESNET50_TOTAL_ELEMENTS * static_cast<int64_t>(sizeof(float)),
                      bench_summarize(seconds.data(), static_cast<int>(seconds.size())));
+    std::printf("# gradset compression %s: %llu bytes sent per step by rank 0\n",
+                runtime.settings().compression.c_str(),
+                static_cast<unsigned long long>(bytes_timed / std::max<size_t>(1, seconds.size())));
   }
   return Status::ok();
 }

@@ -9,7 +9,10 @@
 // and, with `check`, a check that every element is size (size + 1) / 2.
 //
 // Prints one "gradset" row (bench_util.h) named after the fusion threshold
-// the runtime was started with (TUTTI_FUSION_THRESHOLD_BYTES; 0 = fusion off).
+// the runtime was started with (TUTTI_FUSION_THRESHOLD_BYTES; 0 = fusion off),
+// then a comment line with the job's TUTTI_COMPRESSION and the bytes rank 0
+// sent per timed step (Runtime::bytesSent()). With a lossy compression the
+// check counts rounded sums as wrong: run it with check off.
 
 #include <cstdint>
 

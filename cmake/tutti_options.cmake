@@ -15,8 +15,9 @@ foreach(opt TUTTI_WITH_MPI TUTTI_WITH_CUDA TUTTI_WITH_NCCL)
 endforeach()
 
 # Detection tells the config header what the machine offers. MPI found means
-# the tutti_mpi target is built (ops/CMakeLists.txt); CUDA and NCCL backends
-# are not implemented yet, so the runtime only registers backends that exist.
+# the tutti_mpi target is built (ops/CMakeLists.txt); CUDA found means
+# tutti_cuda (CUDA language enabled here, at the top, so that every target
+# linking it can), NCCL found (needs CUDA) means tutti_nccl.
 set(TUTTI_HAVE_MPI 0)
 if(NOT TUTTI_WITH_MPI STREQUAL "OFF")
   find_package(MPI COMPONENTS C QUIET)
@@ -33,7 +34,25 @@ if(NOT TUTTI_WITH_CUDA STREQUAL "OFF")
     set(CUDAToolkit_ROOT /usr/local/cuda)
   endif()
   find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
+  if(CUDAToolkit_FOUND AND NOT CMAKE_CUDA_COMPILER AND EXISTS "${CUDAToolkit_BIN_DIR}/nvcc")
+    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_BIN_DIR}/nvcc")
+  endif()
+  if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER)
+    # Kernels for the H200 (sm_90) plus compute_90 PTX that newer GPUs JIT.
+    # One architecture keeps nvcc's time small; override with
+    # -DCMAKE_CUDA_ARCHITECTURES="80;90" for other GPUs.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER)
+      set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    if(CCACHE_PROGRAM)
+      set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+    endif()
     set(TUTTI_HAVE_CUDA 1)
   elseif(TUTTI_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "TUTTI_WITH_CUDA=ON but the CUDA toolkit was not found (looked in /usr/local/cuda)")

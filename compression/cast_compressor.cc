@@ -1,5 +1,7 @@
 #include "compression/cast_compressor.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/check.h"
@@ -9,23 +11,45 @@ namespace tutti {
 
 namespace {
 
-// Narrow to float32 first for float64 input: the 16-bit conversions take a
-// float. The double rounding costs at most 2^-24 relative (documented).
-template <typename In, uint16_t (*kToWire)(float)>
-void castDown(const void* input, size_t count, uint16_t* out) {
-  const auto* in = static_cast<const In*>(input);
-  for (size_t i = 0; i < count; ++i) out[i] = kToWire(static_cast<float>(in[i]));
+using ToWire = void (*)(const float*, uint16_t*, size_t);
+using FromWire = void (*)(const uint16_t*, float*, size_t);
+
+// Blocks of float32 on the stack for float64 tensors and unaligned wire
+// buffers: the whole-buffer conversions of ops/reduce.h do the work.
+constexpr size_t kBlock = 1024;
+
+// float64 narrows to float32 first (the 16-bit conversions take a float); the
+// double rounding costs at most 2^-24 relative (documented).
+void castDown(const void* input, size_t count, DataType dtype, ToWire to_wire, uint16_t* out) {
+  if (dtype == DataType::kFloat32) return to_wire(static_cast<const float*>(input), out, count);
+  const auto* in = static_cast<const double*>(input);
+  float block[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t n = std::min(kBlock, count - start);
+    for (size_t i = 0; i < n; ++i) block[i] = static_cast<float>(in[start + i]);
+    to_wire(block, out + start, n);
+  }
 }
 
-// `in` may be any byte address (a slice of a larger receive buffer): load
-// through memcpy, which compiles to a plain (unaligned) load.
-template <typename Out, float (*kFromWire)(uint16_t)>
-void castUp(const uint8_t* in, size_t count, void* output) {
-  auto* out = static_cast<Out*>(output);
-  for (size_t i = 0; i < count; ++i) {
-    uint16_t w;
-    std::memcpy(&w, in + 2 * i, 2);
-    out[i] = static_cast<Out>(kFromWire(w));
+// `in` may be any byte address (a slice of a larger receive buffer): when it
+// is not 2-byte aligned it is copied to an aligned block first.
+void castUp(const uint8_t* in, size_t count, DataType dtype, FromWire from_wire, void* output) {
+  const bool aligned = reinterpret_cast<uintptr_t>(in) % alignof(uint16_t) == 0;
+  if (dtype == DataType::kFloat32 && aligned) {
+    return from_wire(reinterpret_cast<const uint16_t*>(in), static_cast<float*>(output), count);
+  }
+  uint16_t wire[kBlock];
+  float block[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t n = std::min(kBlock, count - start);
+    std::memcpy(wire, in + 2 * start, 2 * n);
+    if (dtype == DataType::kFloat32) {
+      from_wire(wire, static_cast<float*>(output) + start, n);
+      continue;
+    }
+    from_wire(wire, block, n);
+    double* out = static_cast<double*>(output) + start;
+    for (size_t i = 0; i < n; ++i) out[i] = block[i];
   }
 }
 
@@ -53,14 +77,8 @@ Status CastCompressor::compress(const void* input, size_t count, DataType dtype,
   out->resize(packedBytes(count));
   // std::vector<uint8_t> storage comes from operator new: aligned for uint16_t.
   auto* wire = reinterpret_cast<uint16_t*>(out->data());
-  const bool half = wire_ == DataType::kFloat16;
-  if (dtype == DataType::kFloat32) {
-    half ? castDown<float, floatToHalf>(input, count, wire)
-         : castDown<float, floatToBfloat16>(input, count, wire);
-  } else {
-    half ? castDown<double, floatToHalf>(input, count, wire)
-         : castDown<double, floatToBfloat16>(input, count, wire);
-  }
+  castDown(input, count, dtype,
+           wire_ == DataType::kFloat16 ? floatToHalfBuffer : floatToBfloat16Buffer, wire);
   return Status::ok();
 }
 
@@ -76,15 +94,8 @@ Status CastCompressor::decompress(const uint8_t* packed, size_t bytes, void* out
                                    " bytes for " + std::to_string(count) + " elements (expected " +
                                    std::to_string(packedBytes(count)) + ")");
   }
-  const uint8_t* wire = packed;
-  const bool half = wire_ == DataType::kFloat16;
-  if (dtype == DataType::kFloat32) {
-    half ? castUp<float, halfToFloat>(wire, count, output)
-         : castUp<float, bfloat16ToFloat>(wire, count, output);
-  } else {
-    half ? castUp<double, halfToFloat>(wire, count, output)
-         : castUp<double, bfloat16ToFloat>(wire, count, output);
-  }
+  castUp(packed, count, dtype,
+         wire_ == DataType::kFloat16 ? halfToFloatBuffer : bfloat16ToFloatBuffer, output);
   return Status::ok();
 }
 

@@ -26,8 +26,8 @@ std::vector<float>& ResidualStore::residualFor(const std::string& name, size_t c
   return r;
 }
 
-// The 16-bit conversions are out of line in ops/reduce.cc, so these loops run
-// element by element; the float32/float64 ones vectorise.
+// The 16-bit conversions are ops/reduce.h's whole-buffer ones (vectorised);
+// the float32/float64 loops vectorise here.
 void toFloat32(const void* input, size_t count, DataType dtype, float* out) {
   switch (dtype) {
     case DataType::kFloat32: {
@@ -41,13 +41,11 @@ void toFloat32(const void* input, size_t count, DataType dtype, float* out) {
       return;
     }
     case DataType::kFloat16: {
-      const auto* in = static_cast<const uint16_t*>(input);
-      for (size_t i = 0; i < count; ++i) out[i] = halfToFloat(in[i]);
+      halfToFloatBuffer(static_cast<const uint16_t*>(input), out, count);
       return;
     }
     case DataType::kBFloat16: {
-      const auto* in = static_cast<const uint16_t*>(input);
-      for (size_t i = 0; i < count; ++i) out[i] = bfloat16ToFloat(in[i]);
+      bfloat16ToFloatBuffer(static_cast<const uint16_t*>(input), out, count);
       return;
     }
     default:
@@ -68,13 +66,11 @@ void fromFloat32(const float* input, size_t count, DataType dtype, void* out) {
       return;
     }
     case DataType::kFloat16: {
-      auto* o = static_cast<uint16_t*>(out);
-      for (size_t i = 0; i < count; ++i) o[i] = floatToHalf(input[i]);
+      floatToHalfBuffer(input, static_cast<uint16_t*>(out), count);
       return;
     }
     case DataType::kBFloat16: {
-      auto* o = static_cast<uint16_t*>(out);
-      for (size_t i = 0; i < count; ++i) o[i] = floatToBfloat16(input[i]);
+      floatToBfloat16Buffer(input, static_cast<uint16_t*>(out), count);
       return;
     }
     default:

@@ -32,13 +32,14 @@
 
 #include "compression/compressor.h"
 #include "compression/error_feedback.h"
+#include "core/compression_spec.h"
 
 namespace tutti {
 
 class Int8Compressor : public Compressor {
  public:
-  static constexpr uint32_t kDefaultBlockSize = 256;
-  static constexpr uint32_t kMaxBlockSize = 1u << 24;
+  static constexpr uint32_t kDefaultBlockSize = CompressionSpec::kDefaultInt8Block;
+  static constexpr uint32_t kMaxBlockSize = CompressionSpec::kMaxInt8Block;
 
   // block_size in [1, kMaxBlockSize] (makeCompressor validates; else a bug).
   explicit Int8Compressor(uint32_t block_size = kDefaultBlockSize);

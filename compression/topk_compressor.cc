@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
 
 #include "compression/packed_format.h"
 #include "core/check.h"
+#include "core/compression_spec.h"
+#include "ops/reduce.h"
 
 namespace tutti {
 
@@ -25,6 +26,17 @@ inline float magnitude(float x) {
   return m != m ? std::numeric_limits<float>::infinity() : m;
 }
 
+// float16 bits of x, saturated to +-65504 for finite x beyond float16's range
+// (the excess stays in the residual); inf and NaN as they are.
+inline uint16_t saturatingHalf(float x) {
+  constexpr float kMaxHalf = 65504.0f;
+  if (x > kMaxHalf && x <= std::numeric_limits<float>::max()) return 0x7bffu;
+  if (x < -kMaxHalf && x >= -std::numeric_limits<float>::max()) return 0xfbffu;
+  return floatToHalf(x);
+}
+
+constexpr size_t kPairBytes = sizeof(uint32_t) + sizeof(uint16_t);
+
 }  // namespace
 
 TopKCompressor::TopKCompressor(double ratio) : ratio_(ratio) {
@@ -39,13 +51,10 @@ size_t TopKCompressor::selectCount(double ratio, size_t count) {
 }
 
 std::string TopKCompressor::spec() const {
-  // Shortest decimal that reads back as the same double.
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, ratio_);
-    if (std::strtod(buf, nullptr) == ratio_) break;
-  }
-  return std::string("topk:") + buf;
+  CompressionSpec s;
+  s.kind = CompressionSpec::Kind::kTopK;
+  s.ratio = ratio_;
+  return canonicalCompressionSpec(s);
 }
 
 bool TopKCompressor::appliesTo(DataType dtype) const {
@@ -54,7 +63,7 @@ bool TopKCompressor::appliesTo(DataType dtype) const {
 }
 
 size_t TopKCompressor::packedBytes(size_t count) const {
-  return kPackedHeaderBytes + selectCount(ratio_, count) * (sizeof(uint32_t) + sizeof(float));
+  return kPackedHeaderBytes + selectCount(ratio_, count) * kPairBytes;
 }
 
 Status TopKCompressor::compress(const void* input, size_t count, DataType dtype,
@@ -82,7 +91,7 @@ Status TopKCompressor::compress(const void* input, size_t count, DataType dtype,
     for (size_t i = 0; i < count; ++i) acc[i] += scratch_[i];
   }
 
-  out->resize(kPackedHeaderBytes + k * (sizeof(uint32_t) + sizeof(float)));
+  out->resize(kPackedHeaderBytes + k * kPairBytes);
   uint8_t* const index_out = out->data() + kPackedHeaderBytes;
   uint8_t* const value_out = index_out + k * sizeof(uint32_t);
   compression_detail::writePackedHeader(
@@ -112,9 +121,13 @@ Status TopKCompressor::compress(const void* input, size_t count, DataType dtype,
       --ties_left;
     }
     const auto index = static_cast<uint32_t>(i);
+    const uint16_t value = saturatingHalf(acc[i]);
     std::memcpy(index_out + j * sizeof(uint32_t), &index, sizeof(uint32_t));
-    std::memcpy(value_out + j * sizeof(float), &acc[i], sizeof(float));
-    acc[i] = 0.0f;  // sent: nothing of it remains in the residual
+    std::memcpy(value_out + j * sizeof(uint16_t), &value, sizeof(uint16_t));
+    // What float16 could not carry (rounding, saturation) stays in the
+    // residual; a non-finite value is sent as it is and leaves nothing.
+    const float rest = acc[i] - halfToFloat(value);
+    acc[i] = std::isfinite(rest) ? rest : 0.0f;
     ++j;
   }
   TUTTI_CHECK_EQ(j, k);
@@ -134,7 +147,7 @@ Status TopKCompressor::accumulate(const uint8_t* packed, size_t bytes, float* de
                                    " elements, this tensor has " + std::to_string(count));
   }
   const size_t k = h.param;
-  if (k > count || bytes != kPackedHeaderBytes + k * (sizeof(uint32_t) + sizeof(float))) {
+  if (k > count || bytes != kPackedHeaderBytes + k * kPairBytes) {
     return Status::invalidArgument(spec() + ": chunk of " + std::to_string(bytes) + " bytes with " +
                                    std::to_string(k) + " pairs for " + std::to_string(count) +
                                    " elements: sizes do not match");
@@ -144,15 +157,15 @@ Status TopKCompressor::accumulate(const uint8_t* packed, size_t bytes, float* de
   uint32_t previous = 0;
   for (size_t j = 0; j < k; ++j) {
     uint32_t index;
-    float value;
+    uint16_t value;
     std::memcpy(&index, index_in + j * sizeof(uint32_t), sizeof(uint32_t));
-    std::memcpy(&value, value_in + j * sizeof(float), sizeof(float));
+    std::memcpy(&value, value_in + j * sizeof(uint16_t), sizeof(uint16_t));
     if (index >= count || (j > 0 && index <= previous)) {
       return Status::invalidArgument(spec() + ": pair " + std::to_string(j) + " has index " +
                                      std::to_string(index) + " (indices must increase and be < " +
                                      std::to_string(count) + ")");
     }
-    dense_out[index] += value;
+    dense_out[index] += halfToFloat(value);
     previous = index;
   }
   return Status::ok();

@@ -7,6 +7,7 @@
 // magnitudes as (index, value) pairs; r = acc with the sent entries zeroed.
 // Over many steps the sum of what was sent equals the sum of the gradients
 // minus the current residual, which stays bounded (tests check both).
+// A sent entry leaves acc - float16(acc) in the residual (see below).
 //
 // k = 0 for count 0; otherwise k = min(count, max(1, ceil(ratio * count))),
 // with ceil taken after removing a 1e-9 relative excess so that decimal ratios
@@ -15,10 +16,17 @@
 // (deterministic). NaN counts as an infinite magnitude (it is sent, and so
 // shows up in the result as it would uncompressed).
 //
+// Values travel as float16: what float16 cannot carry (the rounding error,
+// below 2^-11 relative; the excess of a finite value beyond +-65504, which is
+// sent saturated) stays in the residual, so error feedback makes up for it in
+// later steps. A non-finite value is sent as inf/NaN and leaves no residual.
+//
 // Exchange: kAllgather. Chunk layout (compression/packed_format.h header,
-// then): u32 index[k], strictly increasing, < count; f32 value[k].
-// packedBytes(count) = 16 + 8k: 1 % keeps 0.08 bytes per element against
-// float32's 4. accumulate() adds each pair into a float32 dense buffer.
+// then): u32 index[k], strictly increasing, < count; f16 value[k].
+// packedBytes(count) = 16 + 6k: 1 % keeps 0.06 bytes per element against
+// float32's 4 (67x fewer; on the wire an allgather of n chunks against a ring
+// allreduce, 2(n-1)/n * 4 bytes per element vs (n-1) * 0.06: 33x at n = 4).
+// accumulate() adds each pair into a float32 dense buffer.
 //
 // dtypes: float16, bfloat16, float32, float64 (acc and residual in float32).
 // count must be < 2^32 (indices are u32): kInvalidArgument otherwise.

@@ -31,7 +31,8 @@ Completion failed(const Status& status) {
 }  // namespace
 
 void RuntimeImpl::loop() {
-  executor_ = std::make_unique<Executor>(*bundle_.backend, rank_, size_);
+  executor_ = std::make_unique<Executor>(*bundle_.backend, rank_, size_, &executor_state_);
+  executor_->setDeviceExecutor(device_.get());
   if (rank_ == 0) {
     controller_ = std::make_unique<Controller>(size_, &cache_, cache_.enabled());
     stall_ = std::make_unique<StallInspector>(settings_.stall_check_time_seconds,
@@ -59,6 +60,7 @@ Status RuntimeImpl::runLoop() {
       return st;
     }
     now = Clock::now();
+    timeline_.recordCycle(now);
     if (shutdown_requested_ && !shutdown_started_) {
       shutdown_started_ = true;
       shutdown_deadline_ = now + seconds(settings_.timeout_seconds);
@@ -94,6 +96,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
   Controller& ctl = *controller_;
   for (const Request& req : queue_.takeNewRequests()) {
     ctl.addRequest(req, cacheable(req.type) ? cache_.slotFor(req) : -1, now);
+    timeline_.recordReady(req.name, 0, now);
   }
   if (shutdown_started_ && !shutdown_sent_) {
     shutdown_sent_ = true;
@@ -118,6 +121,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
     for (Request& req : list.requests) {
       req.rank = from;
       ctl.addRequest(req, -1, now);
+      timeline_.recordReady(req.name, from, now);
     }
     for (int64_t slot : list.cache_hits) {
       std::optional<Request> req = cache_.requestOf(slot, from);
@@ -128,6 +132,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
       }
       req->rank = from;
       ctl.addRequest(*req, slot, now);
+      timeline_.recordReady(req->name, from, now);
     }
     if (list.shutdown) ctl.addShutdown(from);
   }
@@ -221,6 +226,7 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
 }
 
 Status RuntimeImpl::executeList(const ResponseList& list) {
+  const Clock::time_point listed = Clock::now();  // for the timeline
   for (const Response& resp : list.responses) {
     const size_t n = resp.names.size();
     std::vector<TensorEntry> taken(n);
@@ -229,6 +235,7 @@ Status RuntimeImpl::executeList(const ResponseList& list) {
       if (queue_.take(resp.names[i], &taken[i])) present[i] = &taken[i];
     }
     if (resp.kind == Response::Kind::kError) {
+      timeline_.recordError(resp, present, listed);
       const Status st(resp.error_code, resp.error_message);
       for (size_t i = 0; i < n; ++i) {
         if (present[i]) handles_.complete(present[i]->handle, failed(st));
@@ -236,7 +243,12 @@ Status RuntimeImpl::executeList(const ResponseList& list) {
       continue;
     }
     std::vector<Completion> completions;
+    const Clock::time_point started = Clock::now();
     Status st = executor_->execute(resp, present, &completions);
+    if (st.isOk() && timeline_.active()) {
+      const Executor::CollectiveTimes& c = executor_->lastCollective();
+      timeline_.recordExecution(resp, present, {listed, started, c.start, c.end, Clock::now()});
+    }
     if (!st.isOk()) {
       for (size_t i = 0; i < n; ++i) {
         if (present[i]) handles_.complete(present[i]->handle, failed(st));

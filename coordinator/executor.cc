@@ -29,8 +29,24 @@ Shape withFirstDim(const Shape& shape, int64_t first) {
 
 }  // namespace
 
-Executor::Executor(Backend& backend, int rank, int size)
-    : backend_(backend), rank_(rank), size_(size) {}
+Executor::Executor(Backend& backend, int rank, int size, ExecutorState* state)
+    : own_state_(state == nullptr ? std::make_unique<ExecutorState>() : nullptr),
+      state_(state == nullptr ? *own_state_ : *state),
+      counted_(backend, &state_.bytes_sent),
+      backend_(counted_),
+      rank_(rank),
+      size_(size) {}
+
+Status Executor::compressorFor(const Response& r, Compressor** out) {
+  *out = nullptr;
+  if (r.compression.empty() || r.compression == "none" || !isCompressibleReduceOp(r.reduce_op)) {
+    return Status::ok();
+  }
+  Compressor* c = nullptr;
+  TUTTI_RETURN_IF_ERROR(state_.compressors.get(r.compression, &c));
+  if (c->appliesTo(r.dtype)) *out = c;
+  return Status::ok();
+}
 
 double Executor::outputScale(const Response& r) const {
   return r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
@@ -40,6 +56,11 @@ Status Executor::execute(const Response& r, const std::vector<const TensorEntry*
                          std::vector<Completion>* completions) {
   TUTTI_CHECK_EQ(entries.size(), r.names.size());
   completions->assign(r.names.size(), Completion{});
+  collective_ = {};
+  if (r.device == DeviceType::kCuda && r.type != OpType::kBarrier && r.type != OpType::kJoin) {
+    if (device_ == nullptr) return Status::internal("a CUDA response but no device executor");
+    return device_->execute(r, entries, completions, backend_);
+  }
   switch (r.type) {
     case OpType::kAllreduce:
       return allreduce(r, entries);
@@ -62,6 +83,12 @@ Status Executor::execute(const Response& r, const std::vector<const TensorEntry*
 
 Status Executor::allreduce(const Response& r, const std::vector<const TensorEntry*>& entries) {
   TUTTI_CHECK_EQ(r.sizes.size(), r.names.size());
+  Compressor* compressor = nullptr;
+  TUTTI_RETURN_IF_ERROR(compressorFor(r, &compressor));
+  if (compressor != nullptr) {
+    return compressedAllreduce(r, entries, *compressor, state_.compressors, backend_, size_,
+                               &compression_scratch_);
+  }
   const size_t elem = dataTypeSize(r.dtype);
   const ReduceOp op = backendOp(r.reduce_op);
   const double out_scale = outputScale(r);
@@ -95,7 +122,9 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
     }
     offset += bytes;
   }
+  collective_.start = std::chrono::steady_clock::now();
   TUTTI_RETURN_IF_ERROR(backend_.allreduce(buf, static_cast<size_t>(total), r.dtype, op));
+  collective_.end = std::chrono::steady_clock::now();
   offset = 0;
   for (size_t i = 0; i < r.names.size(); ++i) {
     const size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
@@ -182,8 +211,10 @@ Status Executor::reducescatter(const Response& r, const TensorEntry* e, Completi
                   ? withFirstDim(e->input.shape, reducescatterRows(first_dim, rank_, size_))
                   : Shape{static_cast<int64_t>(counts[rank_])};
   out.bytes.resize(counts[rank_] * elem);
+  collective_.start = std::chrono::steady_clock::now();
   TUTTI_RETURN_IF_ERROR(
       backend_.reducescatter(buf, out.bytes.data(), counts, r.dtype, backendOp(r.reduce_op)));
+  collective_.end = std::chrono::steady_clock::now();
   scale(out.bytes.data(), counts[rank_], r.dtype, outputScale(r));
   done->has_output = true;
   done->output = std::move(out);

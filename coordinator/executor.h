@@ -14,13 +14,30 @@
 //  - broadcast: into the output buffer (root copies its input first).
 //  - barrier: Backend::barrier(). join: no collective.
 //
+//  - compression: an allreduce (sum/average) whose Response names a
+//    compression spec other than "none", of a dtype the compressor applies
+//    to, goes through coordinator/compressed_allreduce.h; integer/bool
+//    tensors and other ops pass through uncompressed.
+//
+// Every backend call goes through a CountingBackend (coordinator/
+// counting_backend.h) that adds the bytes this rank sends to
+// ExecutorState::bytes_sent.
+//
 // Errors: the Backend's status (kPeerLost, ...) is returned; the caller
 // aborts the runtime with it. Completions are filled only on success.
 //
 // Threading: used only by the background thread; not reentrant.
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "coordinator/compressed_allreduce.h"
+#include "coordinator/compressor_set.h"
+#include "coordinator/counting_backend.h"
+#include "coordinator/device_executor.h"
 #include "coordinator/fusion.h"
 #include "coordinator/handle_table.h"
 #include "coordinator/tensor_queue.h"
@@ -30,15 +47,36 @@
 
 namespace tutti {
 
+// What outlives one executor: the runtime owns it, so that residuals and the
+// byte count can be read from framework threads (both are thread-safe).
+struct ExecutorState {
+  CompressorSet compressors;
+  std::atomic<uint64_t> bytes_sent{0};  // bytes this rank was asked to send
+};
+
 class Executor {
  public:
-  // `backend` must outlive the executor.
-  Executor(Backend& backend, int rank, int size);
+  // `backend` (and `state`, when given) must outlive the executor. Without a
+  // state the executor keeps its own.
+  Executor(Backend& backend, int rank, int size, ExecutorState* state = nullptr);
 
   // entries[i] is this rank's entry for response.names[i], or nullptr.
   // completions gets one element per name (ignored where entries[i] is null).
   Status execute(const Response& response, const std::vector<const TensorEntry*>& entries,
                  std::vector<Completion>* completions);
+
+  // Responses on CUDA tensors go to `device` (coordinator/device_executor.h)
+  // with this executor's backend as the host backend. Must outlive the
+  // executor; null (the default) fails them with kInternal.
+  void setDeviceExecutor(DeviceExecutor* device) { device_ = device; }
+
+  // Start and end of the last execute()'s backend collective when it staged
+  // its tensors in the fusion buffer (fused allreduce, reducescatter); unset
+  // (epoch) otherwise. For the timeline (coordinator/timeline.h).
+  struct CollectiveTimes {
+    std::chrono::steady_clock::time_point start, end;
+  };
+  const CollectiveTimes& lastCollective() const { return collective_; }
 
  private:
   Status allreduce(const Response& r, const std::vector<const TensorEntry*>& entries);
@@ -47,11 +85,19 @@ class Executor {
   Status alltoall(const Response& r, const TensorEntry* entry, Completion* done);
   Status reducescatter(const Response& r, const TensorEntry* entry, Completion* done);
   double outputScale(const Response& r) const;
+  // The compressor that takes this allreduce, or nullptr (uncompressed).
+  Status compressorFor(const Response& r, Compressor** out);
 
-  Backend& backend_;
+  std::unique_ptr<ExecutorState> own_state_;  // when the caller gave none
+  ExecutorState& state_;
+  CountingBackend counted_;  // wraps the caller's backend
+  CompressionScratch compression_scratch_;
+  Backend& backend_;  // = counted_
   const int rank_;
   const int size_;
   FusionBuffer fusion_buffer_;
+  CollectiveTimes collective_;
+  DeviceExecutor* device_ = nullptr;
 };
 
 }  // namespace tutti

@@ -4,7 +4,7 @@
 //
 // planFusion runs on rank 0 over the responses decided in one round. Op
 // allreduce responses with the same dtype, reduce op, prescale, postscale,
-// device and joined ranks are merged, in decision order, into groups whose
+// device, joined ranks and compression spec are merged, in decision order, into groups whose
 // total size is at most `threshold_bytes`; the fused Response lists every
 // name and its element count (Response.sizes). A tensor larger than the
 // threshold, every other collective and every error stay a Response of their

@@ -31,9 +31,9 @@ Status checkView(const Request& r, const TensorView& t, const char* what) {
     return Status::invalidArgument(prefix(r) + what + " has an unknown dtype " +
                                    std::to_string(static_cast<int>(t.dtype)));
   }
-  if (t.device != DeviceType::kCpu) {
-    return Status::invalidArgument(prefix(r) + what +
-                                   " is on a CUDA device; only CPU tensors are supported yet");
+  if (t.device != DeviceType::kCpu && t.device != DeviceType::kCuda) {
+    return Status::invalidArgument(prefix(r) + what + " has an unknown device " +
+                                   std::to_string(static_cast<int>(t.device)));
   }
   if (t.data == nullptr && t.numBytes() != 0) {
     return Status::invalidArgument(prefix(r) + what + " data is null but the tensor " +
@@ -235,6 +235,10 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
        [](const Request& r) { return std::to_string(r.shape.size()); }},
       {"dimensions after the first", row_shape,
        [](const Request& r) { return dimsAfterFirst(r.shape); }},
+      {"compression specs", type == OpType::kAllreduce,
+       [](const Request& r) {
+         return r.compression.empty() ? std::string("none") : r.compression;
+       }},
       {"groups", type == OpType::kAllreduce,
        [](const Request& r) {
          return "(id " + std::to_string(r.group_id) + ", size " + std::to_string(r.group_size) +
@@ -264,6 +268,7 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
   resp.postscale = first->postscale;
   resp.root = first->root;
   resp.device = first->device;
+  resp.compression = first->compression;
   switch (type) {
     case OpType::kAllreduce:
     case OpType::kBroadcast:

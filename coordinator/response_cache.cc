@@ -8,7 +8,7 @@ bool sameSignature(const Request& a, const Request& b) {
   return a.type == b.type && a.name == b.name && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
          a.shape == b.shape && a.root == b.root && a.prescale == b.prescale &&
          a.postscale == b.postscale && a.splits == b.splits && a.device == b.device &&
-         a.group_id == b.group_id && a.group_size == b.group_size;
+         a.group_id == b.group_id && a.group_size == b.group_size && a.compression == b.compression;
 }
 
 namespace {
@@ -16,7 +16,7 @@ bool sameResponse(const Response& a, const Response& b) {
   return a.kind == b.kind && a.type == b.type && a.names == b.names && a.dtype == b.dtype &&
          a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale &&
          a.root == b.root && a.device == b.device && a.sizes == b.sizes &&
-         a.joined_ranks == b.joined_ranks;
+         a.joined_ranks == b.joined_ranks && a.compression == b.compression;
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include "coordinator/request_validation.h"
 #include "coordinator/runtime_impl.h"
+#include "core/compression_spec.h"
 #include "core/logging.h"
 
 namespace tutti {
@@ -18,7 +19,9 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, BackendBundle bundle)
       size_(settings.size),
       transport_open_(true),
       bundle_(std::move(bundle)),
-      cache_(settings.cache_capacity) {}
+      cache_(settings.cache_capacity) {
+  device_ = std::make_unique<DeviceExecutor>(bundle_, rank_, size_);
+}
 
 RuntimeImpl::~RuntimeImpl() {
   shutdown();
@@ -35,6 +38,12 @@ Status RuntimeImpl::shutdown() {
   // The thread bounds its own shutdown by settings.timeout_seconds, also
   // when peers are gone.
   if (thread_.joinable()) thread_.join();
+  // After the join: the background thread records nothing more. The file
+  // is complete (closed array) when shutdown() returns.
+  Status timeline = timeline_.stop();
+  if (!timeline.isOk()) {
+    TUTTI_LOG(kWarning) << "timeline: " << timeline.message();
+  }
   // Handles enqueued after the thread closed the queue were refused; any
   // left (none expected) are completed here so that no wait hangs.
   for (TensorEntry& e : queue_.close(Status::shutdown("tutti was shut down"))) {
@@ -73,6 +82,17 @@ Request RuntimeImpl::makeRequest(OpType type, const TensorView& input, const OpO
   return r;
 }
 
+Status RuntimeImpl::resolveCompression(const OpOptions& options, Request* request) const {
+  if (request->type != OpType::kAllreduce) return Status::ok();
+  const std::string& spec =
+      options.compression.empty() ? settings_.compression : options.compression;
+  Status st = canonicalizeCompressionSpec(spec, &request->compression);
+  if (!st.isOk()) {
+    return Status::invalidArgument("allreduce '" + request->name + "': " + st.message());
+  }
+  return Status::ok();
+}
+
 Status RuntimeImpl::submit(std::vector<TensorEntry> entries, std::vector<Handle>* handles) {
   handles->clear();
   for (TensorEntry& e : entries) {
@@ -95,7 +115,9 @@ Status RuntimeImpl::enqueue(OpType type, const TensorView& input, const TensorVi
   TUTTI_RETURN_IF_ERROR(queue_.closedStatus());
   TensorEntry entry;
   entry.request = makeRequest(type, input, options);
+  TUTTI_RETURN_IF_ERROR(resolveCompression(options, &entry.request));
   TUTTI_RETURN_IF_ERROR(validateLocalRequest(entry.request, input, output, size_));
+  TUTTI_RETURN_IF_ERROR(device_->prepare(entry.request, input, output, &entry.ready));
   entry.input = input;
   if (output != nullptr) entry.output = *output;
   std::vector<Handle> handles;
@@ -127,7 +149,9 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
     e.request = makeRequest(OpType::kAllreduce, inputs[i], o);
     e.request.group_id = group_id;
     e.request.group_size = static_cast<int32_t>(inputs.size());
+    TUTTI_RETURN_IF_ERROR(resolveCompression(o, &e.request));
     TUTTI_RETURN_IF_ERROR(validateLocalRequest(e.request, inputs[i], &outputs[i], size_));
+    TUTTI_RETURN_IF_ERROR(device_->prepare(e.request, inputs[i], &outputs[i], &e.ready));
     e.input = inputs[i];
     e.output = outputs[i];
     entries.push_back(std::move(e));
@@ -176,6 +200,12 @@ Status Runtime::create(const Settings& settings, std::unique_ptr<Runtime>* out) 
     placed.cross_size = p.cross_size;
   }
   auto impl = std::make_unique<RuntimeImpl>(placed, std::move(bundle));
+  if (!placed.timeline.empty()) {
+    Status st = impl->timeline().start(placed.timeline, placed.rank, placed.timeline_mark_cycles);
+    if (!st.isOk()) {
+      return Status(st.code(), "TUTTI_TIMELINE=" + placed.timeline + ": " + st.message());
+    }
+  }
   impl->start();
   out->reset(new Runtime(std::move(impl)));
   return Status::ok();
@@ -255,6 +285,23 @@ int Runtime::joinResult(Handle handle) const {
 }
 Status Runtime::release(Handle handle) {
   return impl_->handles().release(handle);
+}
+
+Status Runtime::startTimeline(const std::string& path, bool mark_cycles) {
+  return impl_->timeline().start(path, rank(), mark_cycles);
+}
+Status Runtime::stopTimeline() {
+  return impl_->timeline().stop();
+}
+
+uint64_t Runtime::bytesSent() const {
+  return impl_->executorState().bytes_sent.load(std::memory_order_relaxed);
+}
+CompressionResiduals Runtime::compressionResiduals() const {
+  return impl_->executorState().compressors.residuals();
+}
+Status Runtime::setCompressionResiduals(const CompressionResiduals& residuals) {
+  return impl_->executorState().compressors.setResiduals(residuals);
 }
 
 }  // namespace tutti

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/compressor_set.h"
 #include "core/settings.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -53,6 +54,12 @@ struct OpOptions {
   double postscale = 1.0;
   int root = 0;                  // broadcast: rank whose tensor is sent
   std::vector<int64_t> splits;   // alltoall: rows sent to each rank (size() entries); empty = even
+  // Allreduce: compression spec (core/compression_spec.h: none, fp16, bf16,
+  // topk:<ratio>, int8[:<block>]); "" = the job's TUTTI_COMPRESSION. Applies
+  // to sum/average of floating-point tensors; integer and bool tensors and
+  // other reduce ops pass through. Every rank must use the same spec for a
+  // tensor (else kMismatch naming the specs). Ignored by other ops.
+  std::string compression;
 };
 
 class RuntimeImpl;
@@ -127,6 +134,34 @@ class Runtime {
   // Forgets a completed handle and frees its output. Releasing a pending
   // handle is kInvalidArgument.
   Status release(Handle handle);
+
+  // Bytes this rank was asked to send by the collectives it ran so far
+  // (algorithm-aware: coordinator/counting_backend.h), compressed sizes for
+  // compressed allreduces. Monotonic over the runtime's life. Any thread.
+  uint64_t bytesSent() const;
+
+  // Error-feedback residuals of the compressors in use (topk, int8), keyed by
+  // canonical spec then tensor name: state that elastic training commits with
+  // the model and restores after a membership change. A snapshot taken
+  // between steps (no compressed allreduce in flight) is consistent with the
+  // model; it is never half a step. setCompressionResiduals replaces the
+  // residuals of the specs given (kInvalidArgument for a bad spec, then
+  // nothing changes); a residual whose size no longer matches its tensor is
+  // reset to zeros on next use. Any thread.
+  CompressionResiduals compressionResiduals() const;
+  Status setCompressionResiduals(const CompressionResiduals& residuals);
+
+  // Timeline (coordinator/timeline.h, docs/timeline.md). Starts recording this
+  // rank's Chrome-trace timeline to timelineFileName(path, rank()), i.e.
+  // "t.json" -> "t.rank0.json"; mark_cycles adds a mark per background round.
+  // Blocks only to create the file. Errors: kInvalidArgument (empty path, or a
+  // timeline is already recording), kIoError (the file cannot be created).
+  // TUTTI_TIMELINE starts one at create(); shutdown() stops it.
+  Status startTimeline(const std::string& path, bool mark_cycles = false);
+  // Writes what is queued and closes the file (valid JSON). Blocks until the
+  // writer drained (about kFlushInterval). OK when none is recording;
+  // kIoError when a write had failed.
+  Status stopTimeline();
 
  private:
   explicit Runtime(std::unique_ptr<RuntimeImpl> impl);

@@ -21,12 +21,14 @@
 #include <vector>
 
 #include "coordinator/controller.h"
+#include "coordinator/device_executor.h"
 #include "coordinator/executor.h"
 #include "coordinator/handle_table.h"
 #include "coordinator/response_cache.h"
 #include "coordinator/runtime.h"
 #include "coordinator/stall_inspector.h"
 #include "coordinator/tensor_queue.h"
+#include "coordinator/timeline.h"
 #include "core/settings.h"
 #include "ops/backend_registry.h"
 
@@ -47,6 +49,11 @@ class RuntimeImpl {
   const Settings& settings() const { return settings_; }
   HandleTable& handles() { return handles_; }
   const HandleTable& handles() const { return handles_; }
+  // Thread-safe; the background thread records into it (coordinator/timeline.h).
+  Timeline& timeline() { return timeline_; }
+
+  // Compressors (residuals) and the byte count: thread-safe, outlive the executor.
+  ExecutorState& executorState() { return executor_state_; }
 
   // Enqueue side (any thread).
   Status enqueue(OpType type, const TensorView& input, const TensorView* output,
@@ -60,6 +67,9 @@ class RuntimeImpl {
  private:
   // Enqueue helpers (runtime.cc).
   Request makeRequest(OpType type, const TensorView& input, const OpOptions& options);
+  // Fills request->compression for an allreduce: the option's spec or the
+  // job's, canonical; kInvalidArgument for a bad spec.
+  Status resolveCompression(const OpOptions& options, Request* request) const;
   Status submit(std::vector<TensorEntry> entries, std::vector<Handle>* handles);
   void wake();
 
@@ -92,6 +102,11 @@ class RuntimeImpl {
   bool transport_open_ = false;
   std::mutex shutdown_mu_;  // serialises shutdown() callers
   std::thread thread_;
+  // CUDA tensors: prepare() on enqueueing threads, execute() through the
+  // executor on the background thread (coordinator/device_executor.h).
+  std::unique_ptr<DeviceExecutor> device_;
+  ExecutorState executor_state_;  // shared with the executor; thread-safe
+  Timeline timeline_;             // stopped by shutdown()
 
   // Background thread only.
   BackendBundle bundle_;

@@ -16,7 +16,9 @@ Status TensorQueue::add(std::vector<TensorEntry> entries) {
                                    "wait for it before reusing the name");
     }
   }
+  const auto now = std::chrono::steady_clock::now();
   for (TensorEntry& e : entries) {
+    e.enqueued = now;
     new_requests_.push_back(e.request);
     std::string name = e.request.name;
     in_flight_.emplace(std::move(name), std::move(e));

@@ -10,6 +10,8 @@
 //
 // Threading: every method is thread-safe (one mutex). Nothing blocks.
 
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 #include "core/message.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/device.h"
 
 namespace tutti {
 
@@ -28,6 +31,10 @@ struct TensorEntry {
   TensorView input;   // borrowed; empty for barrier and join
   TensorView output;  // borrowed; allreduce and broadcast only
   Handle handle = 0;
+  // CUDA inputs: the work on the framework's stream before the enqueue
+  // (coordinator/device_executor.h); null for CPU tensors.
+  std::shared_ptr<DeviceEvent> ready;
+  std::chrono::steady_clock::time_point enqueued;  // set by add(); for the timeline
 };
 
 class TensorQueue {

@@ -21,6 +21,7 @@ namespace {
 
 constexpr uint8_t kMaxOpType = static_cast<uint8_t>(OpType::kJoin);
 constexpr uint32_t kMaxListLength = 1u << 22;
+constexpr size_t kMaxSpecLength = 256;  // compression specs are a few characters
 
 void write(BufferWriter& w, const Request& r) {
   w.putI32(r.rank);
@@ -36,6 +37,7 @@ void write(BufferWriter& w, const Request& r) {
   w.putU8(static_cast<uint8_t>(r.device));
   w.putI32(r.group_id);
   w.putI32(r.group_size);
+  w.putString(r.compression);
 }
 
 bool read(BufferReader& rd, Request* r) {
@@ -44,7 +46,7 @@ bool read(BufferReader& rd, Request* r) {
             rd.getU8(&op) && rd.getI64Vector(&r->shape) && rd.getI32(&r->root) &&
             rd.getDouble(&r->prescale) && rd.getDouble(&r->postscale) &&
             rd.getI64Vector(&r->splits) && rd.getU8(&device) && rd.getI32(&r->group_id) &&
-            rd.getI32(&r->group_size);
+            rd.getI32(&r->group_size) && rd.getString(&r->compression, kMaxSpecLength);
   if (!ok || type > kMaxOpType || !isValidDataType(dtype) || !isValidReduceOp(op) || device > 1) {
     return false;
   }
@@ -71,6 +73,7 @@ void write(BufferWriter& w, const Response& r) {
   w.putI32(r.last_joined_rank);
   w.putI32(static_cast<int32_t>(r.error_code));
   w.putString(r.error_message);
+  w.putString(r.compression);
 }
 
 bool read(BufferReader& rd, Response* r) {
@@ -88,7 +91,7 @@ bool read(BufferReader& rd, Response* r) {
             rd.getDouble(&r->postscale) && rd.getI32(&r->root) && rd.getU8(&device) &&
             rd.getI64Vector(&r->sizes) && rd.getI64Vector(&r->joined_ranks) &&
             rd.getI32(&r->last_joined_rank) && rd.getI32(&code) &&
-            rd.getString(&r->error_message);
+            rd.getString(&r->error_message) && rd.getString(&r->compression, kMaxSpecLength);
   if (!ok || kind > 1 || type > kMaxOpType || !isValidDataType(dtype) || !isValidReduceOp(op) ||
       device > 1 || code < 0 || code > static_cast<int32_t>(StatusCode::kInternal)) {
     return false;

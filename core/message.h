@@ -42,6 +42,9 @@ struct Request {
   DeviceType device = DeviceType::kCpu;
   int32_t group_id = -1;           // grouped allreduce: members are fused together; -1 = none
   int32_t group_size = 0;          // grouped allreduce: number of tensors in the group
+  // Allreduce: canonical compression spec (core/compression_spec.h), the op's
+  // own or the job's TUTTI_COMPRESSION; "" for other ops. Ranks must agree.
+  std::string compression;
 };
 
 struct RequestList {
@@ -78,6 +81,9 @@ struct Response {
   // Error responses: delivered to every rank's handle of each name.
   StatusCode error_code = StatusCode::kOk;
   std::string error_message;
+  // Allreduce: the canonical compression spec every rank asked for ("" for
+  // other ops); fusion only merges responses with the same one.
+  std::string compression;
 };
 
 struct ResponseList {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/compression_spec.h"
+
 namespace tutti {
 namespace {
 
@@ -47,9 +49,25 @@ const std::vector<SettingSpec> kSpecs = {
      "seconds without progress from a peer before it is declared lost"},
     {"TUTTI_SEGMENT_BYTES", SettingType::kInt, "262144", 1, kMaxInt, "",
      "bytes per pipelined segment of ring collectives"},
-    {"TUTTI_BACKEND", SettingType::kChoice, "auto", 0, 0, "auto,tcp,mpi",
-     "collective backend: tcp, mpi (when built; see tuttirun --check-build), or auto = mpi when "
-     "the job runs under Open MPI's mpirun, else tcp"},
+    {"TUTTI_SHM", SettingType::kChoice, "auto", 0, 0, "auto,off",
+     "shared memory between ranks on the same host: auto = data between two ranks of one host "
+     "goes through a shared-memory ring instead of loopback TCP; off = always TCP"},
+    {"TUTTI_TIMELINE", SettingType::kString, "", 0, 0, "",
+     "write a Chrome-trace timeline: each rank writes this path with .rank<R> inserted before "
+     "the extension (docs/timeline.md)"},
+    {"TUTTI_TIMELINE_MARK_CYCLES", SettingType::kInt, "0", 0, 1, "",
+     "1: the timeline also marks every background-loop round"},
+    {"TUTTI_BACKEND", SettingType::kChoice, "auto", 0, 0, "auto,tcp,mpi,nccl",
+     "collective backend: tcp, mpi, nccl (when built; see tuttirun --check-build), or auto = mpi "
+     "when the job runs under Open MPI's mpirun, else tcp. nccl: CUDA tensors through NCCL (one "
+     "GPU per rank), host tensors and negotiation through tcp; with the others CUDA tensors are "
+     "staged through pinned host memory (several ranks may share a GPU)"},
+    {"TUTTI_COMPRESSION", SettingType::kCompression, "none", 0, 0, "",
+     "default gradient compression of float allreduce (sum/average): none, fp16, bf16, "
+     "topk:<ratio>, int8[:<block>]; integer tensors and other ops are never compressed"},
+    {"TUTTI_COMPRESSION_ZSTD_LEVEL", SettingType::kInt, "0", 0, 19, "",
+     "zstd level for the tcp backend's ring segments, skipped where it does not pay (0: off); "
+     "accepted and validated, not yet applied by the tcp backend (compression/zstd_stage.h)"},
     {"TUTTI_LOG_LEVEL", SettingType::kChoice, "warning", 0, 0, "trace,debug,info,warning,error",
      "least severe log level printed"},
 };
@@ -78,6 +96,9 @@ std::string rangeText(const SettingSpec& spec) {
       break;
     case SettingType::kChoice:
       out << "one of {" << spec.choices << "}";
+      break;
+    case SettingType::kCompression:
+      out << "a compression spec: " << compressionSpecHelp();
       break;
   }
   return out.str();
@@ -164,6 +185,15 @@ Status validateSetting(const SettingSpec& spec, const std::string& value) {
       }
       return badValue(spec, value);
     }
+    case SettingType::kCompression: {
+      CompressionSpec parsed;
+      Status st = parseCompressionSpec(value, &parsed);
+      if (!st.isOk()) {
+        return Status::invalidArgument(std::string(spec.name) + "=" + value +
+                                       ": expected a compression spec (" + st.message() + ")");
+      }
+      return Status::ok();
+    }
   }
   return Status::internal("unknown setting type");
 }
@@ -239,7 +269,13 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
       readDouble("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s.stall_shutdown_time_seconds));
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_TIMEOUT_SECONDS", &s.timeout_seconds));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SEGMENT_BYTES", &s.segment_bytes));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_SHM", &s.shm));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_TIMELINE", &s.timeline));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_TIMELINE_MARK_CYCLES", &s.timeline_mark_cycles));
   TUTTI_RETURN_IF_ERROR(readString("TUTTI_LOG_LEVEL", &s.log_level));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_COMPRESSION", &v));
+  TUTTI_RETURN_IF_ERROR(canonicalizeCompressionSpec(v, &s.compression));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_COMPRESSION_ZSTD_LEVEL", &s.compression_zstd_level));
 
   // Cross-field rules.
   if (s.rank >= s.size) {

@@ -15,7 +15,8 @@
 
 namespace tutti {
 
-enum class SettingType { kInt, kDouble, kString, kChoice };
+// kCompression: a compression spec, checked by core/compression_spec.h's parser.
+enum class SettingType { kInt, kDouble, kString, kChoice, kCompression };
 
 struct SettingSpec {
   const char* name;  // "TUTTI_FUSION_THRESHOLD_BYTES"
@@ -57,13 +58,23 @@ struct Settings {
   double stall_shutdown_time_seconds = 0;  // 0: stalled ops only warn
   double timeout_seconds = 30;
   int64_t segment_bytes = 0;  // ring pipeline segment size
-  // "tcp" or "mpi": TUTTI_BACKEND=auto (the default) is resolved here, to
+  std::string shm = "auto";   // TUTTI_SHM: "auto" (same-host peers via shared memory) or "off"
+  std::string timeline;       // TUTTI_TIMELINE: base path ("" = off), see coordinator/timeline.h
+  bool timeline_mark_cycles = false;
+  // "tcp", "mpi" or "nccl" (CUDA tensors through NCCL, the rest as tcp;
+  // never chosen by auto): TUTTI_BACKEND=auto (the default) is resolved here, to
   // mpi when the job runs under Open MPI's mpirun (OMPI_COMM_WORLD_SIZE set),
   // else tcp. With mpi under mpirun, rank, size, local rank and local size
   // come from mpirun's OMPI_COMM_WORLD_* variables unless TUTTI_* sets them,
   // and no secret is needed.
   std::string backend = "tcp";
   std::string log_level = "warning";
+  // Job-wide default compression of allreduce (canonical spec, see
+  // core/compression_spec.h); OpOptions.compression overrides it per op.
+  std::string compression = "none";
+  // zstd level for the tcp backend's wire segments; 0 = off. Not yet applied
+  // by the tcp backend (the stage is compression/zstd_stage.h).
+  int compression_zstd_level = 0;
 };
 
 // Looks up an environment variable; nullopt when unset. Tests pass their own.

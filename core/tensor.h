@@ -19,7 +19,8 @@ std::string shapeToString(const Shape& shape);
 // 1 for a 1-dimensional shape).
 int64_t rowElements(const Shape& shape);
 
-// Where a tensor's memory lives. Only the CPU is implemented today.
+// Where a tensor's memory lives. CUDA tensors need a build with CUDA
+// (tutti_built_with("cuda")).
 enum class DeviceType : uint8_t { kCpu = 0, kCuda = 1 };
 
 // A non-owning, contiguous, row-major view of tensor memory. The caller keeps
@@ -30,6 +31,10 @@ struct TensorView {
   Shape shape;
   DeviceType device = DeviceType::kCpu;
   int device_id = -1;
+  // CUDA tensors: the framework's stream (a cudaStream_t; nullptr = the
+  // legacy default stream) whose work queued before the enqueue produced the
+  // input; tutti's own stream waits for it on the device (ops/device.h).
+  void* stream = nullptr;
 
   int64_t numElements() const { return tutti::numElements(shape); }
   size_t numBytes() const { return static_cast<size_t>(numElements()) * dataTypeSize(dtype); }

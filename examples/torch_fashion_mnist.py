@@ -60,6 +60,9 @@ def parse_args():
     p.add_argument("--max-steps", type=int, default=0,
                    help="stop after this many optimizer steps in all (0: no limit)")
     p.add_argument("--fp16-allreduce", action="store_true", help="Compression.fp16 for gradients")
+    p.add_argument("--compression", default=None, metavar="SPEC",
+                   help="gradient compression: none, fp16, bf16, topk:<ratio>, int8[:<block>] "
+                        "(default: the job's TUTTI_COMPRESSION, i.e. tuttirun --compression)")
     return p.parse_args()
 
 
@@ -168,7 +171,7 @@ def main():
 
     model = Net()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    compression = hvd.Compression.fp16 if args.fp16_allreduce else args.compression
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                          compression=compression, op=hvd.Average)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -182,6 +185,7 @@ def main():
     if args.max_steps:
         total_steps = min(total_steps, args.max_steps)
     step = 0
+    step_bytes, step_seconds = 0, 0.0  # this rank's bytes sent and time in training steps
     start = time.time()
     for epoch in range(1, args.epochs + 1):
         g = torch.Generator().manual_seed(args.seed * 1000 + epoch)  # same permutation on every rank
@@ -196,10 +200,13 @@ def main():
             if args.schedule == "cosine":
                 for group in optimizer.param_groups:
                     group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / total_steps))
+            bytes_before, step_start = hvd.bytes_sent(), time.time()
             optimizer.zero_grad()
             loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
             loss.backward()
             optimizer.step()
+            step_seconds += time.time() - step_start
+            step_bytes += hvd.bytes_sent() - bytes_before
             step += 1
             epoch_steps += 1
             loss_sum += loss.item()
@@ -230,6 +237,8 @@ def main():
     if rank == 0:
         print("done: %d steps in %.1f s, final test accuracy %.2f%%"
               % (step, time.time() - start, 100 * accuracy), flush=True)
+        print("per step (rank 0): %.0f bytes sent, %.2f ms"
+              % (step_bytes / max(step, 1), 1000 * step_seconds / max(step, 1)), flush=True)
     hvd.shutdown()
 
 

@@ -37,7 +37,16 @@ const SettingFlag kSettingFlags[] = {
     {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS", 1, "S",
      "seconds after which stalled ops fail on every rank; 0: they only warn (default 0)"},
     {"--backend", "TUTTI_BACKEND", 1, "NAME",
-     "collective backend: tcp, mpi, or auto = mpi under mpirun, else tcp (default auto)"},
+     "collective backend: tcp, mpi, nccl (CUDA tensors), or auto = mpi under mpirun, else tcp "
+     "(default auto)"},
+    {"--compression", "TUTTI_COMPRESSION", 1, "SPEC",
+     "default compression of float allreduce: none, fp16, bf16, topk:<ratio>, int8[:<block>] "
+     "(default none)"},
+    {"--compression-zstd-level", "TUTTI_COMPRESSION_ZSTD_LEVEL", 1, "N",
+     "zstd level 1..19 for the tcp backend's wire segments; 0: off (default 0; not yet applied)"},
+    {"--timeline-filename", "TUTTI_TIMELINE", 1, "FILE",
+     "record a Chrome-trace timeline: each rank writes FILE with .rank<R> inserted before the "
+     "extension (docs/timeline.md)"},
     {"--log-level", "TUTTI_LOG_LEVEL", 1, "LEVEL",
      "trace, debug, info, warning or error, for the ranks and tuttirun (default warning)"},
 };
@@ -145,9 +154,13 @@ std::string checkBuildText() {
   out += line(true, "tcp", "");
   out += TUTTI_BUILT_MPI ? line(true, "mpi", " (Open MPI; tuttirun --mpi)")
                          : line(false, "mpi", ": not built" + found(TUTTI_FOUND_MPI));
-  out += line(false, "nccl", ": not built" + found(TUTTI_FOUND_NCCL));
+  out += TUTTI_BUILT_NCCL
+             ? line(true, "nccl", " (CUDA tensors; TUTTI_BACKEND=nccl or tuttirun --backend nccl)")
+             : line(false, "nccl", ": not built" + found(TUTTI_FOUND_NCCL));
   out += "Available features:\n";
-  out += line(false, "cuda", ": not built" + found(TUTTI_FOUND_CUDA));
+  out += TUTTI_BUILT_CUDA
+             ? line(true, "cuda", " (CUDA tensors; staged through host memory unless nccl)")
+             : line(false, "cuda", ": not built" + found(TUTTI_FOUND_CUDA));
   out += line(true, "ssh launch", "");
   out += line(true, "rendezvous server", "");
   return out;
@@ -210,6 +223,10 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
         ->type_name(f.unit)
         ->group(runtime);
   }
+  bool timeline_mark_cycles = false;
+  app.add_flag("--timeline-mark-cycles", timeline_mark_cycles,
+               "mark every background-loop round in the timeline [TUTTI_TIMELINE_MARK_CYCLES]")
+      ->group(runtime);
   const std::string info = "Information";
   app.set_help_flag("-h,--help", "print this help and exit")->group(info);
   app.add_flag("--version", version, "print the version and exit")->group(info);
@@ -271,6 +288,7 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     if (!st.isOk()) return fail(st.message());
     o.settings.push_back(setting);
   }
+  if (timeline_mark_cycles) o.settings.emplace_back("TUTTI_TIMELINE_MARK_CYCLES", "1");
   if (o.mpi && !TUTTI_BUILT_MPI) {
     return fail(
         "--mpi: this build has no MPI backend (Open MPI was not found at configure time: install "

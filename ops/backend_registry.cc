@@ -17,13 +17,29 @@
 #if TUTTI_WITH_MPI
 #include "ops/mpi/mpi_connect.h"
 #endif
+#ifndef TUTTI_WITH_CUDA
+#define TUTTI_WITH_CUDA 0
+#endif
+#if TUTTI_WITH_CUDA
+#include "ops/cuda/cuda_connect.h"
+#endif
+#ifndef TUTTI_WITH_NCCL
+#define TUTTI_WITH_NCCL 0
+#endif
+#if TUTTI_WITH_NCCL
+#include "ops/nccl/nccl_connect.h"
+#endif
 
 namespace tutti {
 namespace {
 
 // Backends this build registers, for error messages.
-#if TUTTI_WITH_MPI
+#if TUTTI_WITH_MPI && TUTTI_WITH_NCCL
+constexpr const char* kBackends = "tcp, mpi, nccl";
+#elif TUTTI_WITH_MPI
 constexpr const char* kBackends = "tcp, mpi";
+#elif TUTTI_WITH_NCCL
+constexpr const char* kBackends = "tcp, nccl";
 #else
 constexpr const char* kBackends = "tcp";
 #endif
@@ -33,15 +49,61 @@ constexpr const char* kBackends = "tcp";
 struct TcpKeepalive {
   std::unique_ptr<RendezvousServer> server;
   std::unique_ptr<RendezvousClient> client;
+  int generation = 0;
 };
+
+// CUDA support (any backend) and, for TUTTI_BACKEND=nccl, the NCCL backend
+// that meets its peers through the job generation's store.
+void addDeviceSupport(const Settings& settings, const std::shared_ptr<TcpKeepalive>& keep,
+                      BackendBundle* out) {
+#if TUTTI_WITH_CUDA
+  out->open_device = openCudaDevice;
+#endif
+#if TUTTI_WITH_NCCL
+  if (settings.backend == "nccl") {
+    out->connect_device_backend = [settings, keep](DeviceContext& device,
+                                                   std::unique_ptr<DeviceBackend>* backend) {
+      if (!keep || !keep->client) return connectNcclBackend(device, nullptr, settings, backend);
+      // The store connection has been idle since the rendezvous; the client
+      // reconnects on the call after a broken one, so retry once.
+      struct RetryOnce : Store {
+        explicit RetryOnce(Store& base) : base_(base) {}
+        Status set(const std::string& key, const std::vector<uint8_t>& value) override {
+          Status st = base_.set(key, value);
+          return st.isOk() ? st : base_.set(key, value);
+        }
+        Status get(const std::string& key, std::chrono::milliseconds timeout,
+                   std::vector<uint8_t>* value) override {
+          Status st = base_.get(key, timeout, value);
+          if (st.isOk() || st.code() == StatusCode::kTimeout) return st;
+          return base_.get(key, timeout, value);
+        }
+        Store& base_;
+      };
+      GenerationStore generation_store(*keep->client, keep->generation);
+      RetryOnce store(generation_store);
+      return connectNcclBackend(device, &store, settings, backend);
+    };
+  }
+#endif
+  (void)settings;
+  (void)keep;
+  (void)out;
+}
 
 }  // namespace
 
 Status connectBackend(const Settings& settings, BackendBundle* out) {
 #if TUTTI_WITH_MPI
-  if (settings.backend == "mpi") return connectMpiBackend(settings, out);
+  if (settings.backend == "mpi") {
+    TUTTI_RETURN_IF_ERROR(connectMpiBackend(settings, out));
+    addDeviceSupport(settings, nullptr, out);
+    return Status::ok();
+  }
 #endif
-  if (settings.backend != "tcp") {
+  // nccl: tcp carries the control channel and host tensors; NCCL the CUDA
+  // tensors (addDeviceSupport).
+  if (settings.backend != "tcp" && !(TUTTI_WITH_NCCL && settings.backend == "nccl")) {
     // "auto" resolves to mpi under mpirun (core/settings.cc), so say so.
     return Status::invalidArgument(
         "TUTTI_BACKEND=" + settings.backend + ": this build has the backends: " + kBackends +
@@ -67,6 +129,7 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
                                                     timeout, &keep->client));
     int generation = 0;
     TUTTI_RETURN_IF_ERROR(enterNextGeneration(*keep->client, settings.rank, &generation));
+    keep->generation = generation;
     GenerationStore store(*keep->client, generation);
     TUTTI_RETURN_IF_ERROR(
         TcpTransport::connect(settings, store, keep->client->localAddress(), &transport));
@@ -83,6 +146,7 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
   out->backend =
       std::make_unique<TcpBackend>(*transport, static_cast<size_t>(settings.segment_bytes));
   out->transport = std::move(transport);
+  addDeviceSupport(settings, keep, out);
   out->keepalive = std::move(keep);
   return Status::ok();
 }

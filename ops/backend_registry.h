@@ -3,11 +3,13 @@
 // The one place that knows which backends this build has. The coordinator
 // asks it for a connected transport and backend for the job in Settings.
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "core/settings.h"
 #include "ops/backend.h"
+#include "ops/device.h"
 #include "ops/transport.h"
 
 namespace tutti {
@@ -33,13 +35,25 @@ struct BackendBundle {
   // MPI_COMM_WORLD; rank and size are checked against Settings, local and
   // cross ranks come from MPI); nullopt when Settings describe it (tcp).
   std::optional<JobPlacement> placement;
+
+  // Device memory (CUDA builds; both null otherwise). open_device opens this
+  // rank's DeviceContext on a CUDA device (< 0: the current one); any thread.
+  // connect_device_backend (TUTTI_BACKEND=nccl only) opens the collective
+  // backend for device memory on that context; it is collective over the job:
+  // every rank calls it at the same point of the response order, on the
+  // background thread. Without it, device tensors are staged through pinned
+  // host memory and reduced by `backend`.
+  std::function<Status(int device_id, std::unique_ptr<DeviceContext>* out)> open_device;
+  std::function<Status(DeviceContext& device, std::unique_ptr<DeviceBackend>* out)>
+      connect_device_backend;
 };
 
 // Rendezvous and connect every rank of the job (blocking, at most
 // settings.timeout_seconds; kTimeout names the ranks that never arrived).
 // tcp: when settings.rank0_hosts_rendezvous, rank 0 serves the rendezvous
 // store on settings.rendezvous_port. mpi: collective over MPI_COMM_WORLD (see
-// ops/mpi/mpi_transport.h). Errors: kInvalidArgument for an unknown or
+// ops/mpi/mpi_transport.h). nccl: as tcp for the control channel and host
+// tensors, plus connect_device_backend for CUDA tensors. Errors: kInvalidArgument for an unknown or
 // unavailable backend (naming the ones this build has), kIoError for
 // bind/resolve/authentication failures.
 Status connectBackend(const Settings& settings, BackendBundle* out);

@@ -299,6 +299,25 @@ uint16_t floatToBfloat16(float f) {
   return floatToBfloat16Inline(f);
 }
 
+void halfToFloatBuffer(const uint16_t* in, float* out, size_t count) {
+#if TUTTI_X86_F16C
+  if (haveF16c()) return widenHalfF16c(in, out, count);
+#endif
+  widen<halfToFloatInline>(in, out, count);
+}
+void floatToHalfBuffer(const float* in, uint16_t* out, size_t count) {
+#if TUTTI_X86_F16C
+  if (haveF16c()) return narrowHalfF16c(in, out, count);
+#endif
+  narrow<floatToHalfInline>(in, out, count);
+}
+void bfloat16ToFloatBuffer(const uint16_t* in, float* out, size_t count) {
+  widen<bfloat16ToFloatInline>(in, out, count);
+}
+void floatToBfloat16Buffer(const float* in, uint16_t* out, size_t count) {
+  narrow<floatToBfloat16Inline>(in, out, count);
+}
+
 void reduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
   if (count == 0) return;
   switch (dtype) {

@@ -95,7 +95,8 @@ typedef enum tutti_status {
   TUTTI_ERR_INTERNAL = 10         /* a bug in tutti */
 } tutti_status;
 
-/* Where a tensor's memory lives. Only TUTTI_DEVICE_CPU is implemented. */
+/* Where a tensor's memory lives. TUTTI_DEVICE_CUDA needs a build with CUDA
+ * (tutti_built_with("cuda")); see tutti_set_cuda_stream(). */
 typedef enum tutti_device { TUTTI_DEVICE_CPU = 0, TUTTI_DEVICE_CUDA = 1 } tutti_device;
 
 /*
@@ -111,6 +112,28 @@ typedef struct tutti_tensor {
   int32_t device;       /* a tutti_device */
   int32_t device_id;    /* CUDA device ordinal; -1 for the CPU */
 } tutti_tensor;
+
+/*
+ * CUDA tensors. A tensor with device TUTTI_DEVICE_CUDA lives in the memory of
+ * CUDA device device_id (>= 0; one device per process: the first CUDA tensor
+ * decides it). Its op is ordered after the work the caller queued on the
+ * calling thread's CUDA stream (see below) before the *_async call: tutti
+ * records an event on that stream and its own stream waits for the event on
+ * the device, so the caller's stream is never blocked on the host. The handle
+ * completes once tutti's device work finished: after tutti_wait() the outputs
+ * may be used on any stream. Runtime-sized outputs (tutti_handle_output) of
+ * CUDA ops are in host memory (device CPU). With TUTTI_BACKEND=nccl CUDA
+ * tensors go through NCCL; with the other backends they are staged through
+ * pinned host memory.
+ */
+
+/*
+ * Sets the stream (a cudaStream_t; NULL = the legacy default stream, the
+ * initial value) that CUDA tensors enqueued later by the calling thread are
+ * ordered after. Per thread; stays until changed. Never fails (TUTTI_OK); it
+ * needs no initialised runtime.
+ */
+TUTTI_API int tutti_set_cuda_stream(void* stream);
 
 /* An operation in flight. Positive; 0 is never a valid handle. */
 typedef int64_t tutti_handle;
@@ -208,6 +231,28 @@ TUTTI_API int tutti_grouped_allreduce_async(int count, const tutti_tensor* input
                                             tutti_handle* handles);
 
 /*
+ * tutti_allreduce_async and tutti_grouped_allreduce_async with a compression
+ * spec for this op: "none", "fp16", "bf16", "topk:<ratio in (0, 1]>" (e.g.
+ * "topk:0.01", with error feedback), "int8" or "int8:<block size>" (with
+ * error feedback); NULL or "" = the job's TUTTI_COMPRESSION (default none).
+ * Compression applies to TUTTI_SUM/TUTTI_AVERAGE of floating-point tensors
+ * and runs on the background thread; integer and bool tensors and other ops
+ * pass through unchanged. Every rank must pass the same spec for a tensor
+ * (else TUTTI_ERR_MISMATCH naming the specs); a bad spec is
+ * TUTTI_ERR_INVALID_ARGUMENT listing what is accepted. Results are within the
+ * compressor's bounds of the uncompressed ones (fp16/bf16: the type's
+ * rounding; topk/int8: what is not sent now is sent in later steps of the
+ * same tensor name).
+ */
+TUTTI_API int tutti_allreduce_async_ex(const tutti_tensor* input, const tutti_tensor* output,
+                                       const char* name, int op, double prescale, double postscale,
+                                       const char* compression, tutti_handle* handle);
+TUTTI_API int tutti_grouped_allreduce_async_ex(int count, const tutti_tensor* inputs,
+                                               const tutti_tensor* outputs, const char* name,
+                                               int op, double prescale, double postscale,
+                                               const char* compression, tutti_handle* handles);
+
+/*
  * Concatenates every rank's input along the first dimension, in rank order.
  * First dimensions may differ per rank; the others must match (else
  * TUTTI_ERR_MISMATCH on every rank); ndim must be >= 1. The output is owned by
@@ -303,9 +348,47 @@ TUTTI_API int tutti_handle_received_splits(tutti_handle handle, int64_t* splits,
 /* Last rank to join, for a completed tutti_join_async handle. */
 TUTTI_API int tutti_handle_join_result(tutti_handle handle, int* last_rank);
 
+/* ---- Statistics -------------------------------------------------------------- */
+
+/*
+ * Bytes this rank was asked to send by the collectives it ran since
+ * tutti_init() (compressed sizes for compressed allreduces; ring-aware: an
+ * allreduce of B bytes counts 2 (n-1) / n * B, an allgather (n-1) chunks).
+ * For benchmarks: bytes on the wire per step is the difference across a
+ * step. 0 when not initialised.
+ */
+TUTTI_API uint64_t tutti_bytes_sent(void);
+
 /* Forgets a completed handle and frees its output. A pending handle is
  * TUTTI_ERR_INVALID_ARGUMENT (wait first); so is an unknown one. */
 TUTTI_API int tutti_release(tutti_handle handle);
+
+/* ---- Timeline ------------------------------------------------------------------ */
+
+/*
+ * Starts recording this rank's timeline: a Chrome-trace JSON file (open it in
+ * ui.perfetto.dev or chrome://tracing; see docs/timeline.md) with, per
+ * tensor, negotiation, queueing, fusion-buffer copies and the collective.
+ * Every rank writes its own file: `path` with ".rank<R>" inserted before the
+ * extension ("timeline.json" -> "timeline.rank0.json"); only rank 0's file
+ * has the per-rank "ready" marks. Call it on every rank, like the
+ * collectives. mark_cycles != 0 also marks every background-loop round.
+ * Events are written by a thread of their own, off the critical path; the
+ * file loads even when the process is killed. Setting TUTTI_TIMELINE (or
+ * tuttirun --timeline-filename) starts one at tutti_init().
+ * Errors: TUTTI_ERR_INVALID_ARGUMENT (path NULL or empty, or a timeline is
+ * already recording: stop it first), TUTTI_ERR_IO (the file cannot be
+ * created), TUTTI_ERR_NOT_INITIALIZED.
+ */
+TUTTI_API int tutti_start_timeline(const char* path, int mark_cycles);
+
+/*
+ * Writes the queued events and closes the file, which is then complete JSON.
+ * Blocks briefly (tens of milliseconds) for the writer. TUTTI_OK when no
+ * timeline is recording; tutti_shutdown() stops it too. Errors:
+ * TUTTI_ERR_IO (a write had failed), TUTTI_ERR_NOT_INITIALIZED.
+ */
+TUTTI_API int tutti_stop_timeline(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -77,6 +77,7 @@ Global& global() {
 }
 
 thread_local std::string t_last_error;
+thread_local void* t_cuda_stream = nullptr;  // tutti_set_cuda_stream()
 
 int fail(const tutti::Status& status) {
   t_last_error = status.message();
@@ -150,6 +151,7 @@ int toView(const tutti_tensor* tensor, const std::string& what, tutti::TensorVie
   view->shape = std::move(shape);
   view->device = static_cast<tutti::DeviceType>(tensor->device);
   view->device_id = tensor->device_id;
+  view->stream = tensor->device == TUTTI_DEVICE_CUDA ? t_cuda_stream : nullptr;
   return TUTTI_OK;
 }
 
@@ -197,14 +199,16 @@ const char* tutti_version(int* major, int* minor, int* patch) {
 int tutti_built_with(const char* feature) {
   if (feature == nullptr) return 0;
   const std::string f(feature);
-  // The MPI and NCCL backends define these when ops/ registers them.
-#if defined(TUTTI_REGISTERED_MPI)
-  if (f == "mpi") return 1;
-#endif
-#if defined(TUTTI_REGISTERED_NCCL)
-  if (f == "nccl" || f == "cuda") return 1;
-#endif
+  // What this build compiled in (tutti/config.h, from CMake).
+  if (f == "mpi") return TUTTI_BUILT_MPI ? 1 : 0;
+  if (f == "nccl") return TUTTI_BUILT_NCCL ? 1 : 0;
+  if (f == "cuda") return TUTTI_BUILT_CUDA ? 1 : 0;
   return f == "tcp" ? 1 : 0;
+}
+
+int tutti_set_cuda_stream(void* stream) {
+  t_cuda_stream = stream;
+  return TUTTI_OK;
 }
 
 const char* tutti_last_error(void) {
@@ -283,6 +287,12 @@ int tutti_cross_size(void) {
 
 int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output, const char* name,
                           int op, double prescale, double postscale, tutti_handle* handle) {
+  return tutti_allreduce_async_ex(input, output, name, op, prescale, postscale, nullptr, handle);
+}
+
+int tutti_allreduce_async_ex(const tutti_tensor* input, const tutti_tensor* output,
+                             const char* name, int op, double prescale, double postscale,
+                             const char* compression, tutti_handle* handle) {
   tutti::TensorView in, out;
   tutti::OpOptions options;
   if (int rc = checkHandleOut(handle)) return rc;
@@ -292,6 +302,7 @@ int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output,
   options.name = toName(name);
   options.prescale = prescale;
   options.postscale = postscale;
+  options.compression = toName(compression);
   return withRuntime(
       [&](tutti::Runtime& rt) { return report(rt.allreduce(in, out, options, handle)); });
 }
@@ -299,6 +310,14 @@ int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output,
 int tutti_grouped_allreduce_async(int count, const tutti_tensor* inputs,
                                   const tutti_tensor* outputs, const char* name, int op,
                                   double prescale, double postscale, tutti_handle* handles) {
+  return tutti_grouped_allreduce_async_ex(count, inputs, outputs, name, op, prescale, postscale,
+                                          nullptr, handles);
+}
+
+int tutti_grouped_allreduce_async_ex(int count, const tutti_tensor* inputs,
+                                     const tutti_tensor* outputs, const char* name, int op,
+                                     double prescale, double postscale, const char* compression,
+                                     tutti_handle* handles) {
   if (count < 0) return failInvalid("count = " + std::to_string(count) + ": expected >= 0");
   if (count > 0 && (inputs == nullptr || outputs == nullptr || handles == nullptr)) {
     return failInvalid("inputs, outputs and handles must be arrays of count = " +
@@ -315,6 +334,7 @@ int tutti_grouped_allreduce_async(int count, const tutti_tensor* inputs,
   options.name = toName(name);
   options.prescale = prescale;
   options.postscale = postscale;
+  options.compression = toName(compression);
   return withRuntime([&](tutti::Runtime& rt) {
     std::vector<tutti::Handle> result;
     tutti::Status status = rt.groupedAllreduce(in, out, options, &result);
@@ -502,6 +522,25 @@ int tutti_handle_join_result(tutti_handle handle, int* last_rank) {
 
 int tutti_release(tutti_handle handle) {
   return withRuntime([&](tutti::Runtime& rt) { return report(rt.release(handle)); });
+}
+
+uint64_t tutti_bytes_sent(void) {
+  uint64_t bytes = 0;
+  withRuntime([&](tutti::Runtime& rt) {
+    bytes = rt.bytesSent();
+    return static_cast<int>(TUTTI_OK);
+  });
+  return bytes;
+}
+
+int tutti_start_timeline(const char* path, int mark_cycles) {
+  if (path == nullptr || path[0] == '\0') return failInvalid("path is NULL or empty");
+  return withRuntime(
+      [&](tutti::Runtime& rt) { return report(rt.startTimeline(path, mark_cycles != 0)); });
+}
+
+int tutti_stop_timeline(void) {
+  return withRuntime([&](tutti::Runtime& rt) { return report(rt.stopTimeline()); });
 }
 
 }  // extern "C"

@@ -77,6 +77,11 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
                      : !advertise_host.empty() ? advertise_host
                                                : std::string("127.0.0.1");
   std::string me = host + ":" + std::to_string(bound.port());
+  // Before the address: whoever reads our address or connects to us can
+  // then read this at once (tcp_shm.cc).
+  TUTTI_RETURN_IF_ERROR(
+      store.set("rank/" + std::to_string(rank_) + "/host",
+                std::vector<uint8_t>(shm_identity_.begin(), shm_identity_.end())));
   TUTTI_RETURN_IF_ERROR(store.set(addrKey(rank_), std::vector<uint8_t>(me.begin(), me.end())));
 
   // Addresses of the lower ranks (they publish before connecting anywhere).
@@ -116,6 +121,7 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
   acceptor_.reset();
   if (!setup_error_.isOk()) return setup_error_;
   if (!done) return describeMissing(store);
+  TUTTI_RETURN_IF_ERROR(setupShm(store));
 
   const auto now = Clock::now();
   for (int r = 0; r < size_; ++r) {

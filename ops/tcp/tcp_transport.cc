@@ -19,7 +19,9 @@ TcpTransportImpl::TcpTransportImpl(const Settings& settings)
       secret_(settings.secret),
       hostname_(settings.hostname),
       peers_(static_cast<size_t>(settings.size > 0 ? settings.size : 1)),
-      last_connect_error_(peers_.size()) {}
+      last_connect_error_(peers_.size()) {
+  if (settings.shm != "off") shm_identity_ = shmHostIdentity();
+}
 
 TcpTransportImpl::~TcpTransportImpl() {
   closeAll();
@@ -87,6 +89,10 @@ TcpTransportImpl::OpId TcpTransportImpl::post(bool send, int peer, uint8_t* data
   if (p.sends.empty() && p.recvs.empty()) p.last_progress = Clock::now();
   queue.push_back(Op{id, data, bytes, 0});
   pending_[id] = peer;
+  if (p.shm) {
+    pumpShm(peer);  // the doorbell read starts only when we are about to sleep
+    return id;
+  }
   if (send) {
     startSend(peer);
   } else {
@@ -148,8 +154,10 @@ Status TcpTransportImpl::drive(Done done, int watch_peer) {
   const auto timeout =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   while (true) {
+    if (shm_peers_ > 0) pumpAllShm();
     if (!broken_.isOk()) return broken_;
     if (done()) return Status::ok();
+    if (shm_peers_ > 0 && checkShmClosed()) continue;
     // The earliest moment some watched connection has been silent for the
     // whole timeout (counting only time spent waiting).
     auto stall_at = Clock::time_point::max();
@@ -171,7 +179,9 @@ Status TcpTransportImpl::drive(Done done, int watch_peer) {
       breakWith(Status::peerLost(msg.str()), stall_peer);
       continue;
     }
+    if (shm_peers_ > 0 && armShm()) continue;
     runOneUntil(stall_at);
+    if (shm_peers_ > 0) disarmShm();
   }
 }
 
@@ -286,6 +296,8 @@ Status TcpTransportImpl::pollControl(Clock::time_point deadline, std::vector<Con
   if (io_.stopped()) io_.restart();
   io_.poll();
   while (true) {
+    // Ops left posted (no algorithm does that) still move while we poll.
+    if (shm_peers_ > 0) pumpAllShm();
     // Messages that arrived before a break are delivered first: they may
     // explain it (rank 0's abort notice names the rank that was lost).
     if (!inbox_.empty()) {
@@ -349,6 +361,9 @@ Status TcpTransport::pollControl(Clock::time_point deadline, std::vector<Control
 }
 void TcpTransport::wake() {
   impl_->wake();
+}
+int TcpTransport::sharedMemoryPeers() const {
+  return impl_->shmPeers();
 }
 
 }  // namespace tutti

@@ -41,7 +41,13 @@ class TcpTransport : public Transport {
   //     settings.hostname if set, else `advertise_host` (the local address of
   //     the route to the rendezvous server; "127.0.0.1" if empty);
   //  3. connect to every rank j < r, accept from every j > r; every
-  //     connection is authenticated with settings.secret, then says hello.
+  //     connection is authenticated with settings.secret, then says hello;
+  //  4. peers on the same host (equal "rank/<r>/host" entries, published
+  //     before the address; settings.shm == "auto" on both) set up a
+  //     shared-memory channel over their data connection and move data
+  //     through it from then on; the TCP connection stays open for wake-ups
+  //     and to see the peer go (ops/tcp/tcp_shm.cc). A failure there is a
+  //     warning and the pair stays on TCP.
   // Size 1: no sockets, the store is not used. Errors: kTimeout naming the
   // ranks that never published their address or never connected; kIoError
   // for bind/resolve/authentication failures; kInvalidArgument for a peer
@@ -59,6 +65,10 @@ class TcpTransport : public Transport {
   Status sendControl(int peer, std::vector<uint8_t> bytes) override;
   Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) override;
   void wake() override;
+
+  // Peers whose data goes through shared memory rather than TCP (same host,
+  // TUTTI_SHM=auto on both; see ops/tcp/shm_channel.h). For tests and logs.
+  int sharedMemoryPeers() const;
 
  private:
   explicit TcpTransport(std::unique_ptr<TcpTransportImpl> impl);

@@ -6,6 +6,11 @@
 // Threading: everything runs on the thread that calls into the transport;
 // handlers run only inside io_.run_one_until()/poll() on that thread. The one
 // exception is wake() (an atomic flag plus a posted no-op).
+//
+// Peers on the same host (tcp_shm.cc): data goes through a ShmChannel
+// instead of the data socket, which then carries only doorbell bytes (and
+// still reports the peer's EOF). Progress on those peers is made by pumpShm()
+// on this thread, inside post() and the wait loops; never by a handler.
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -18,6 +23,7 @@
 #include "core/settings.h"
 #include "core/store.h"
 #include "ops/tcp/auth.h"
+#include "ops/tcp/shm_channel.h"
 #include "ops/transport.h"
 
 namespace tutti {
@@ -54,6 +60,7 @@ class TcpTransportImpl {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  int shmPeers() const { return shm_peers_; }
 
  private:
   struct Op {
@@ -72,6 +79,13 @@ class TcpTransportImpl {
     bool ctrl_writing = false;
     std::array<uint8_t, 4> ctrl_header{};
     std::vector<uint8_t> ctrl_body;
+    // Shared-memory path (tcp_shm.cc); null: data goes over `data`.
+    std::unique_ptr<ShmChannel> shm;
+    bool bell_active = false;  // a doorbell read is pending on `data`
+    bool bell_closed = false;  // that read ended: the peer closed (bell_error)
+    bool shm_armed = false;    // our sleeping flag is set for this peer
+    boost::system::error_code bell_error;
+    std::array<uint8_t, 64> bell_buf{};
   };
 
   // tcp_transport.cc
@@ -89,6 +103,22 @@ class TcpTransportImpl {
   template <typename Done>
   Status drive(Done done, int watch_peer);
   void runOneUntil(Clock::time_point deadline);
+
+  // tcp_shm.cc
+  Status setupShm(Store& store);
+  // Moves bytes between p's op queues and its rings; true if any moved.
+  bool pumpShm(int peer);
+  bool pumpAllShm();
+  bool breakCorrupt(int peer);  // returns false
+  // Before sleeping: raise our flags, look again; true if something moved
+  // (then the caller must not sleep). disarmShm() lowers them after waking.
+  bool armShm();
+  void disarmShm();
+  // Breaks the transport for a peer whose doorbell socket closed while ops
+  // to it cannot progress any more. True if it did.
+  bool checkShmClosed();
+  void startBell(int peer);
+  void ringBell(int peer);
 
   // tcp_connect.cc
   Status listen(tcp::endpoint* bound);
@@ -115,6 +145,10 @@ class TcpTransportImpl {
   std::deque<ControlMessage> inbox_;
   std::atomic<bool> woken_{false};
   Status broken_;
+  // Shared memory: this rank's host identity ("" when TUTTI_SHM=off) and the
+  // number of peers that use it.
+  std::string shm_identity_;
+  int shm_peers_ = 0;
 
   // Connection setup state (tcp_connect.cc).
   std::unique_ptr<tcp::acceptor> acceptor_;

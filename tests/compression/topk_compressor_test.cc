@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compression/packed_format.h"
+#include "ops/reduce.h"
 #include "tests/compression/compression_test_util.h"
 
 namespace tutti {
@@ -25,8 +26,10 @@ std::vector<std::pair<uint32_t, float>> pairsOf(const std::vector<uint8_t>& pack
   const uint8_t* idx = packed.data() + compression_detail::kPackedHeaderBytes;
   const uint8_t* val = idx + 4 * k;
   for (size_t j = 0; j < k; ++j) {
+    uint16_t half;
     std::memcpy(&pairs[j].first, idx + 4 * j, 4);
-    std::memcpy(&pairs[j].second, val + 4 * j, 4);
+    std::memcpy(&half, val + 2 * j, 2);
+    pairs[j].second = halfToFloat(half);
   }
   return pairs;
 }
@@ -65,12 +68,13 @@ TEST_P(TopKCounts, KeepsExactlyTheKLargestMagnitudes) {
     std::sort(expected.begin(), expected.end());
     for (size_t j = 0; j < k; ++j) {
       ASSERT_EQ(pairs[j].first, expected[j]) << "ratio " << ratio << " pair " << j;
-      ASSERT_EQ(pairs[j].second, g[pairs[j].first]);  // first step: values exact
+      // First step: the values are the inputs rounded to float16.
+      ASSERT_EQ(pairs[j].second, halfToFloat(floatToHalf(g[pairs[j].first])));
     }
-    // Residual: the input with the sent entries zeroed.
+    // Residual: the input, minus what was sent of the sent entries.
     const std::vector<float>& r = comp.residuals().at("w");
     std::vector<float> expected_r = g;
-    for (uint32_t i : expected) expected_r[i] = 0.0f;
+    for (uint32_t i : expected) expected_r[i] = g[i] - halfToFloat(floatToHalf(g[i]));
     ASSERT_EQ(r, expected_r);
   }
 }
@@ -126,6 +130,23 @@ TEST(TopKCompressor, SixteenBitAndFloat64Inputs) {
     toFloat32(output.data(), values.size(), dtype, dense.data());
     EXPECT_EQ(dense, (std::vector<float>{0, -4.0f, 0, 0, 0, 0, 0, 3.0f})) << dataTypeName(dtype);
   }
+}
+
+TEST(TopKCompressor, Float16ValuesSaturateAndLeaveTheRestInTheResidual) {
+  TopKCompressor comp(0.5);
+  const std::vector<float> g = {1e6f, 0.0f, -1e6f, 0.0f, 1.0f + 1e-4f, 0.0f};
+  std::vector<uint8_t> packed;
+  ASSERT_TRUE(comp.compress(g.data(), g.size(), DataType::kFloat32, "big", &packed).isOk());
+  EXPECT_EQ(packed.size(), 16u + 3 * 6);
+  const auto pairs = pairsOf(packed);
+  ASSERT_EQ(pairs.size(), 3u);
+  EXPECT_EQ(pairs[0], std::make_pair(0u, 65504.0f));
+  EXPECT_EQ(pairs[1], std::make_pair(2u, -65504.0f));
+  EXPECT_EQ(pairs[2], std::make_pair(4u, 1.0f));
+  const std::vector<float>& r = comp.residuals().at("big");
+  EXPECT_EQ(r[0], 1e6f - 65504.0f);
+  EXPECT_EQ(r[2], -1e6f + 65504.0f);
+  EXPECT_EQ(r[4], (1.0f + 1e-4f) - 1.0f);
 }
 
 TEST(TopKCompressor, CorruptChunksAreErrors) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -36,6 +37,8 @@ Settings rankSettings(int rank, int size, int port) {
   s.fusion_threshold_bytes = 64 << 10;
   s.segment_bytes = 4096;
   s.timeout_seconds = 20;
+  // TUTTI_SHM=off runs the suite over TCP (default auto: shared memory).
+  if (const char* shm = std::getenv("TUTTI_SHM")) s.shm = shm;
   return s;
 }
 

@@ -39,8 +39,12 @@ TEST(SettingFlags, EveryFlagMapsOntoARegisteredSetting) {
       {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS"},
       {"--backend", "TUTTI_BACKEND"},
       {"--log-level", "TUTTI_LOG_LEVEL"},
+      {"--compression", "TUTTI_COMPRESSION"},
+      {"--compression-zstd-level", "TUTTI_COMPRESSION_ZSTD_LEVEL"},
+      {"--timeline-filename", "TUTTI_TIMELINE"},
   };
-  const char* values[] = {"5", "100", "12.5", "30", "0", "tcp", "debug"};
+  const char* values[] = {"5",   "100",   "12.5",      "30", "0",
+                          "tcp", "debug", "topk:0.01", "3",  "tl.json"};
   for (size_t i = 0; i < std::size(expected); ++i) {
     std::pair<std::string, std::string> s;
     Status st = settingFromFlag(expected[i].first, values[i], &s);
@@ -61,8 +65,11 @@ TEST(SettingFlags, BadValuesNameTheFlagAndTheRange) {
        {Case{"--fusion-threshold-mb", "-1", "[0, "}, Case{"--fusion-threshold-mb", "ten", "[0, "},
         Case{"--cycle-time-ms", "-1", "[0, 10000]"}, Case{"--cycle-time-ms", "20000", "[0, 10000]"},
         Case{"--cache-capacity", "1.5", "an integer"}, Case{"--timeout-seconds", "0", "[0.001, "},
-        Case{"--backend", "gloo", "{auto,tcp,mpi}"},
-        Case{"--log-level", "loud", "{trace,debug,info,warning,error}"}}) {
+        Case{"--backend", "gloo", "{auto,tcp,mpi,nccl}"},
+        Case{"--log-level", "loud", "{trace,debug,info,warning,error}"},
+        Case{"--compression", "gzip", "accepted: none, fp16, bf16, topk:"},
+        Case{"--compression", "topk:2", "accepted: none, fp16, bf16, topk:"},
+        Case{"--compression-zstd-level", "20", "[0, 19]"}}) {
     std::pair<std::string, std::string> s;
     Status st = settingFromFlag(c.flag, c.value, &s);
     ASSERT_FALSE(st.isOk()) << c.flag << " " << c.value;
@@ -86,6 +93,17 @@ TEST(CommandLine, NpHostsSettingsAndCommand) {
   EXPECT_EQ(settingOf(o, "TUTTI_FUSION_THRESHOLD_BYTES"), "10485760");
   // The command's own flags stay the command's.
   EXPECT_EQ(o.command, (std::vector<std::string>{"python3", "-u", "train.py", "-np", "2"}));
+}
+
+TEST(CommandLine, TimelineFlags) {
+  LaunchOptions o;
+  ASSERT_TRUE(
+      parse({"-np", "2", "--timeline-filename", "/tmp/t.json", "--timeline-mark-cycles", "./a.out"},
+            &o)
+          .run);
+  EXPECT_EQ(settingOf(o, "TUTTI_TIMELINE"), "/tmp/t.json");
+  EXPECT_EQ(settingOf(o, "TUTTI_TIMELINE_MARK_CYCLES"), "1");
+  EXPECT_EQ(o.command, std::vector<std::string>{"./a.out"});
 }
 
 TEST(CommandLine, DoubleDashEndsOptions) {
@@ -155,8 +173,10 @@ TEST(CommandLine, HelpVersionCheckBuild) {
   EXPECT_NE(build.out.find("[X] tcp"), std::string::npos) << build.out;
   EXPECT_NE(build.out.find(TUTTI_BUILT_MPI ? "[X] mpi" : "[ ] mpi"), std::string::npos)
       << build.out;
-  EXPECT_NE(build.out.find("[ ] nccl"), std::string::npos) << build.out;
-  EXPECT_NE(build.out.find("[ ] cuda"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find(TUTTI_BUILT_NCCL ? "[X] nccl" : "[ ] nccl"), std::string::npos)
+      << build.out;
+  EXPECT_NE(build.out.find(TUTTI_BUILT_CUDA ? "[X] cuda" : "[ ] cuda"), std::string::npos)
+      << build.out;
 }
 
 }  // namespace

@@ -209,7 +209,7 @@ def case_bad_flags():
         for args, says in [
                 (["-np", "2", "--cycle-time-ms", "-1"], "--cycle-time-ms -1: expected a number in [0, 10000]"),
                 (["-np", "2", "--fusion-threshold-mb", "x"], "--fusion-threshold-mb x: expected a number in [0, "),
-                (["-np", "2", "--backend", "gloo"], "--backend gloo: expected one of {auto,tcp,mpi}"),
+                (["-np", "2", "--backend", "gloo"], "--backend gloo: expected one of {auto,tcp,mpi,nccl}"),
                 (["--hostfile", hostfile], hostfile + ":3:"),
                 (["-np", "3", "-H", "localhost:2"], "-np 3 but the hosts have only 2 slots"),
                 (["-np", "2", "-x", "TUTTI_TEST_UNSET_VAR"], "-x TUTTI_TEST_UNSET_VAR"),

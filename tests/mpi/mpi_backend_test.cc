@@ -57,7 +57,7 @@ TEST(MpiSettingsTest, AutoPicksMpiUnderMpirunAndTakesItsPlacement) {
   EXPECT_EQ(s.backend, "tcp") << "an explicit TUTTI_BACKEND wins";
   Status st = loadSettings(envOf({{"TUTTI_BACKEND", "gloo"}}), &s);
   EXPECT_TRUE(HasCode(st, StatusCode::kInvalidArgument));
-  EXPECT_TRUE(ContainsAll(st.message(), {"TUTTI_BACKEND=gloo", "auto,tcp,mpi"}));
+  EXPECT_TRUE(ContainsAll(st.message(), {"TUTTI_BACKEND=gloo", "auto,tcp,mpi,nccl"}));
 }
 
 TEST(MpiPlacementTest, RankSizeLocalAndCrossComeFromMpi) {

@@ -8,6 +8,7 @@
 
 #include <boost/asio.hpp>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -31,6 +32,9 @@ Settings makeSettings(int rank, int size, int port, double timeout_s = 10) {
   s.rank0_hosts_rendezvous = false;
   s.secret = "job-secret";
   s.timeout_seconds = timeout_s;
+  // The suite runs both ways: TUTTI_SHM=off forces TCP between these
+  // same-host ranks (default auto: shared memory).
+  if (const char* shm = std::getenv("TUTTI_SHM")) s.shm = shm;
   return s;
 }
 

@@ -25,6 +25,9 @@ Settings makeRankSettings(int rank, int size, int port, const std::string& secre
   // Documented defaults first (the registry), then this job's placement.
   Status loaded = loadSettings([](const std::string&) { return std::nullopt; }, &settings);
   EXPECT_TRUE(IsOk(loaded)) << "loadSettings with an empty environment";
+  // The suites run both ways: TUTTI_SHM=off forces TCP between these
+  // same-host ranks (default auto: shared memory).
+  if (const char* shm = std::getenv("TUTTI_SHM")) settings.shm = shm;
   settings.rank = rank;
   settings.size = size;
   settings.local_rank = rank;
@@ -36,6 +39,7 @@ Settings makeRankSettings(int rank, int size, int port, const std::string& secre
   settings.rank0_hosts_rendezvous = false;
   settings.secret = secret;
   settings.timeout_seconds = options.timeout_seconds;
+  if (!options.backend.empty()) settings.backend = options.backend;
   settings.segment_bytes = options.segment_bytes;
   if (options.fusion_threshold_bytes >= 0) {
     settings.fusion_threshold_bytes = options.fusion_threshold_bytes;

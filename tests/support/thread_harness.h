@@ -35,6 +35,7 @@ struct ClusterOptions {
   double stall_shutdown_time_seconds = -1;  // < 0: the documented default
   double watchdog_seconds = 100;
   bool require_clean_shutdown = true;  // shutdown() must return ok on every rank
+  std::string backend;                 // TUTTI_BACKEND ("" = the registry default, tcp)
 };
 
 // Settings of rank `rank` of a `size`-rank job on this host whose rendezvous

@@ -19,8 +19,11 @@ from tutti.basics import (
     rank,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
     tcp_built,
 )
+from tutti.compression import Compression, Compressor
 from tutti.errors import (
     DuplicateNameError,
     InternalError,

@@ -35,6 +35,7 @@ class TensorDesc(ctypes.Structure):
 _SIGNATURES = {
     "tutti_version": (ctypes.c_char_p, [ctypes.POINTER(ctypes.c_int)] * 3),
     "tutti_built_with": (ctypes.c_int, [ctypes.c_char_p]),
+    "tutti_set_cuda_stream": (ctypes.c_int, [ctypes.c_void_p]),
     "tutti_last_error": (ctypes.c_char_p, []),
     "tutti_status_name": (ctypes.c_char_p, [ctypes.c_int]),
     "tutti_dtype_size": (ctypes.c_size_t, [ctypes.c_int]),
@@ -57,6 +58,18 @@ _SIGNATURES = {
         [ctypes.c_int, ctypes.POINTER(TensorDesc), ctypes.POINTER(TensorDesc), ctypes.c_char_p,
          ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.POINTER(c_handle)],
     ),
+    "tutti_allreduce_async_ex": (
+        ctypes.c_int,
+        [ctypes.POINTER(TensorDesc), ctypes.POINTER(TensorDesc), ctypes.c_char_p, ctypes.c_int,
+         ctypes.c_double, ctypes.c_double, ctypes.c_char_p, ctypes.POINTER(c_handle)],
+    ),
+    "tutti_grouped_allreduce_async_ex": (
+        ctypes.c_int,
+        [ctypes.c_int, ctypes.POINTER(TensorDesc), ctypes.POINTER(TensorDesc), ctypes.c_char_p,
+         ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_char_p,
+         ctypes.POINTER(c_handle)],
+    ),
+    "tutti_bytes_sent": (ctypes.c_uint64, []),
     "tutti_allgather_async": (
         ctypes.c_int, [ctypes.POINTER(TensorDesc), ctypes.c_char_p, ctypes.POINTER(c_handle)]),
     "tutti_broadcast_async": (
@@ -90,6 +103,8 @@ _SIGNATURES = {
     ),
     "tutti_handle_join_result": (ctypes.c_int, [c_handle, ctypes.POINTER(ctypes.c_int)]),
     "tutti_release": (ctypes.c_int, [c_handle]),
+    "tutti_start_timeline": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int]),
+    "tutti_stop_timeline": (ctypes.c_int, []),
 }
 
 _lock = threading.Lock()

@@ -5,6 +5,7 @@ shutdown() serialise with each other inside libtutti.
 """
 
 import atexit
+import os
 
 from tutti import _library
 from tutti.errors import NotInitializedError
@@ -68,6 +69,27 @@ def cross_rank():
 def cross_size():
     """Number of hosts in the job. Raises NotInitializedError."""
     return _placement("tutti_cross_size")
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts recording a Chrome-trace timeline (docs/timeline.md), as Horovod's.
+
+    Call it on every rank. Each rank writes its own file: file_path with
+    ".rank<R>" inserted before the extension ("timeline.json" ->
+    "timeline.rank0.json"). mark_cycles also marks every background round.
+    Raises InvalidArgumentError (empty path, or a timeline is already
+    recording), TuttiIOError (the file cannot be created), NotInitializedError.
+    """
+    _library.check(_library.load().tutti_start_timeline(os.fsencode(file_path),
+                                                        1 if mark_cycles else 0))
+
+
+def stop_timeline():
+    """Writes the queued events and closes the timeline file (complete JSON).
+
+    Does nothing when no timeline is recording; shutdown() stops it too.
+    """
+    _library.check(_library.load().tutti_stop_timeline())
 
 
 def built_with(feature):

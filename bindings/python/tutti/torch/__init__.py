@@ -19,6 +19,8 @@ from tutti.basics import (
     rank,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
 )
 from tutti.errors import (
     DuplicateNameError,
@@ -60,6 +62,7 @@ from tutti.torch.ops import (
     broadcast_,
     broadcast_async,
     broadcast_async_,
+    bytes_sent,
     global_process_set,
     grouped_allreduce,
     grouped_allreduce_,

@@ -1,54 +1,9 @@
-"""Gradient compression applied around allreduce (Horovod's Compression).
+"""Gradient compression for tutti.torch (Horovod's hvd.Compression).
 
-A compressor turns a tensor into what travels (compress -> (tensor, ctx)) and
-back (decompress(tensor, ctx)). Stateless; safe from any thread.
+Compression.none / fp16 / bf16 / topk(ratio) / int8(block=256) run in tutti's
+C++ stage on the background thread (see tutti.compression). The Compressor
+base class is kept for Horovod-style user compressors (compress(tensor) ->
+(tensor, ctx); decompress(tensor, ctx) -> tensor), which run in Python.
 """
 
-import torch
-
-
-class Compressor:
-    """Interface: compress(tensor) -> (tensor, ctx); decompress(tensor, ctx) -> tensor."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
-    """Floating-point tensors (float32, float64, bfloat16) travel as float16 and
-    come back in their own dtype; other dtypes pass unchanged. Halves the bytes
-    at float16's precision (about 3 decimal digits, max 65504)."""
-
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating_point and tensor.dtype != torch.float16:
-            return tensor.type(torch.float16), tensor.dtype
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else tensor.type(ctx)
-
-
-class Compression:
-    """The available compressors: Compression.none, Compression.fp16."""
-
-    none = NoneCompressor
-    fp16 = FP16Compressor
+from tutti.compression import Compression, Compressor  # noqa: F401

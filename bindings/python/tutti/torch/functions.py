@@ -20,16 +20,17 @@ class AllreduceFunction(torch.autograd.Function):
     """allreduce with a gradient: d(out)/d(in) is the same allreduce of grad."""
 
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, compression=None):
         ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+        ctx.compression = compression
         return ops.synchronize(ops.allreduce_async(tensor, None, name, op, prescale_factor,
-                                                   postscale_factor))
+                                                   postscale_factor, None, compression))
 
     @staticmethod
     def backward(ctx, grad_output):
         grad = ops.synchronize(ops.allreduce_async(grad_output.contiguous(), None, None, ctx.op,
-                                                   ctx.pre, ctx.post))
-        return grad, None, None, None, None
+                                                   ctx.pre, ctx.post, None, ctx.compression))
+        return grad, None, None, None, None, None
 
 
 class AllgatherFunction(torch.autograd.Function):

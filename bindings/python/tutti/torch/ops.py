@@ -1,7 +1,11 @@
-"""Collectives on PyTorch CPU tensors, over libtutti's C API (Horovod's torch API).
+"""Collectives on PyTorch tensors, over libtutti's C API (Horovod's torch API).
 
 Every op has an asynchronous form returning a handle (an int) and a blocking
-form (= async + synchronize). Tensors: CPU, any shape, any dtype of
+form (= async + synchronize). Tensors: CPU, or CUDA when tutti was built with CUDA (built_with("cuda")); an
+op on a CUDA tensor is ordered after the work queued on the tensor device's
+current stream (torch.cuda.current_stream()) and synchronize() returns once
+tutti's device work finished; allgather, alltoall and reducescatter results
+come back on the input's device. Any shape, any dtype of
 uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool.
 Non-contiguous inputs are copied to contiguous buffers; in-place ops (the
 ones ending in "_") copy the result back into the caller's tensor.
@@ -28,6 +32,7 @@ import torch
 
 from tutti import _library
 from tutti.basics import built_with
+from tutti.compression import Compression, native_spec
 from tutti.errors import InvalidArgumentError, error_for
 
 # Reduce ops (values are tutti_reduce_op). Horovod's names.
@@ -92,7 +97,8 @@ def _check_tensor(tensor, what="tensor"):
         raise InvalidArgumentError("%s is sparse; convert it with .to_dense()" % what, 1)
     if tensor.device.type != "cpu" and not (tensor.device.type == "cuda" and built_with("cuda")):
         raise InvalidArgumentError(
-            "%s is on %s; this build of tutti supports CPU tensors only" % (what, tensor.device), 1)
+            "%s is on %s; this build of tutti supports CPU%s tensors"
+            % (what, tensor.device, " and CUDA" if built_with("cuda") else " (not CUDA)"), 1)
 
 
 def _contiguous(tensor):
@@ -105,6 +111,9 @@ def _desc(tensor):
     shape = (ctypes.c_int64 * tensor.dim())(*tensor.shape)
     device = 1 if tensor.device.type == "cuda" else 0
     device_id = tensor.device.index if device == 1 else -1
+    if device == 1:
+        # The enqueue that follows on this thread orders after this stream.
+        _lib().tutti_set_cuda_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
     ptr = tensor.data_ptr() if tensor.numel() > 0 else None
     return _library.TensorDesc(ptr, _DTYPE_CODES[tensor.dtype], tensor.dim(), shape, device,
                                device_id)
@@ -132,8 +141,9 @@ def _op_code(op, average=None):
     return op
 
 
-def _output_tensor(c_handle):
-    """Copies the runtime-sized output of a completed C handle into a new tensor."""
+def _output_tensor(c_handle, device=None):
+    """Copies the runtime-sized output of a completed C handle into a new tensor
+    (on `device` when given: CUDA ops' outputs come back in host memory)."""
     lib = _lib()
     desc = _library.TensorDesc()
     _library.check(lib.tutti_handle_output(c_handle, ctypes.byref(desc)))
@@ -141,29 +151,53 @@ def _output_tensor(c_handle):
     out = torch.empty(shape, dtype=_TORCH_DTYPES[desc.dtype])
     nbytes = out.numel() * out.element_size()
     _library.check(lib.tutti_handle_output_copy(c_handle, out.data_ptr() if nbytes else None, nbytes))
+    if device is not None and device.type != "cpu":
+        out = out.to(device)
     return out
+
+
+def bytes_sent():
+    """Bytes this rank was asked to send by tutti's collectives since init()
+    (compressed sizes for compressed allreduces; ring-aware). 0 when not
+    initialised. For benchmarks: the difference across a training step."""
+    return int(_lib().tutti_bytes_sent())
 
 
 # ---- allreduce ------------------------------------------------------------------
 
 
-def _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor):
+def _native_spec(compression):
+    """The C++ spec for compression= (None: the job default); a Python-side
+    (Horovod-style) compressor is not accepted by the async ops."""
+    spec, python_side = native_spec(compression)
+    if python_side is not None:
+        raise InvalidArgumentError(
+            "compression=%r runs in Python: use allreduce()/grouped_allreduce(), or a "
+            "tutti.Compression member here" % (compression,), 1)
+    return spec
+
+
+def _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression=None):
     handle = _library.c_handle()
     d_in = _desc(inp)
     d_out = d_in if out is inp else _desc(out)
-    _library.check(_lib().tutti_allreduce_async(
+    _library.check(_lib().tutti_allreduce_async_ex(
         ctypes.byref(d_in), ctypes.byref(d_out), _encode(name), op, float(prescale_factor),
-        float(postscale_factor), ctypes.byref(handle)))
+        float(postscale_factor), _encode(_native_spec(compression)), ctypes.byref(handle)))
     return handle.value
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=None):
+                    postscale_factor=1.0, process_set=None, compression=Compression.none):
     """Starts an allreduce of `tensor` into a new tensor (same shape and dtype).
 
     Result: postscale_factor * op(prescale_factor * tensor over ranks). op:
     Average (default), Sum, Min, Max, Product; bool tensors allow Sum/Min/Max/
     Product as logical ops; integer tensors are scaled in float64 and rounded.
+    compression: a tutti.Compression member (none, fp16, bf16, topk(r),
+    int8(b)) or a spec string, run on tutti's background thread for Sum/Average
+    of float tensors. Default Compression.none, as Horovod's; None = the job's
+    default (TUTTI_COMPRESSION), which DistributedOptimizer uses for gradients.
     Returns a handle for poll()/synchronize(). Raises TuttiError subclasses.
     """
     _check_process_set(process_set)
@@ -171,41 +205,43 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     op = _op_code(op, average)
     inp = _contiguous(tensor)
     out = torch.empty_like(inp, memory_format=torch.contiguous_format)
-    h = _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor)
+    h = _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression)
     return _register([h], (inp, out), lambda hs: out)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=None):
+                     postscale_factor=1.0, process_set=None, compression=Compression.none):
     """In-place allreduce_async: the result is written into `tensor` by synchronize()."""
     _check_process_set(process_set)
     _check_tensor(tensor)
     op = _op_code(op, average)
     buf = _contiguous(tensor)
-    h = _allreduce_enqueue(buf, buf, name, op, prescale_factor, postscale_factor)
+    h = _allreduce_enqueue(buf, buf, name, op, prescale_factor, postscale_factor, compression)
     if buf is tensor:
         return _register([h], (tensor,), lambda hs: tensor)
     return _register([h], (tensor, buf), lambda hs: tensor.copy_(buf))
 
 
-def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
-              postscale_factor=1.0, process_set=None):
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Blocking allreduce into a new tensor (see allreduce_async). compression:
-    Compression.none (default) or Compression.fp16 (floats travel as float16).
-    Differentiable: the gradient is the allreduce (same op and scales) of the
-    output's gradient."""
-    from tutti.torch.compression import Compression
+    a tutti.Compression member or spec string (run in C++; default none), None
+    (the job default), or a Horovod-style object with compress/decompress (run
+    in Python).
+    Differentiable: the gradient is the allreduce (same op, scales and
+    compression) of the output's gradient."""
     from tutti.torch.functions import AllreduceFunction
 
-    compression = compression or Compression.none
+    spec, python_side = native_spec(compression)
     op = _op_code(op, average)
-    compressed, ctx = compression.compress(tensor)
+    compressed, ctx = python_side.compress(tensor) if python_side else (tensor, None)
     if torch.is_grad_enabled() and compressed.requires_grad:
-        out = AllreduceFunction.apply(compressed, name, op, prescale_factor, postscale_factor)
+        out = AllreduceFunction.apply(compressed, name, op, prescale_factor, postscale_factor,
+                                      spec)
     else:
         out = synchronize(allreduce_async(compressed.detach(), None, name, op, prescale_factor,
-                                          postscale_factor, process_set))
-    return compression.decompress(out, ctx)
+                                          postscale_factor, process_set, spec))
+    return python_side.decompress(out, ctx) if python_side else out
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -215,22 +251,23 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor):
+def _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor,
+                     compression=None):
     n = len(inputs)
     d_in = (_library.TensorDesc * n)(*[_desc(t) for t in inputs])
     d_out = (_library.TensorDesc * n)(*[_desc(t) for t in outputs])
     handles = (_library.c_handle * n)()
-    _library.check(_lib().tutti_grouped_allreduce_async(
+    _library.check(_lib().tutti_grouped_allreduce_async_ex(
         n, d_in, d_out, _encode(name), op, float(prescale_factor), float(postscale_factor),
-        handles))
+        _encode(_native_spec(compression)), handles))
     return list(handles)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=None):
+                            postscale_factor=1.0, process_set=None, compression=Compression.none):
     """Starts allreduces of a list of tensors negotiated and fused as one group
     (none starts before all are ready on every rank). One handle for the group;
-    synchronize() returns the list of new tensors."""
+    synchronize() returns the list of new tensors. compression: as allreduce_async."""
     _check_process_set(process_set)
     tensors = list(tensors)
     if not tensors:
@@ -240,12 +277,13 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     op = _op_code(op, average)
     inputs = [_contiguous(t) for t in tensors]
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in inputs]
-    hs = _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor)
+    hs = _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor,
+                          compression)
     return _register(hs, (inputs, outputs), lambda _: outputs)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, process_set=None):
+                             postscale_factor=1.0, process_set=None, compression=Compression.none):
     """In-place grouped_allreduce_async; synchronize() returns the list `tensors`."""
     _check_process_set(process_set)
     tensors = list(tensors)
@@ -255,7 +293,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
         _check_tensor(t, "tensors[%d]" % i)
     op = _op_code(op, average)
     bufs = [_contiguous(t) for t in tensors]
-    hs = _grouped_enqueue(bufs, bufs, name, op, prescale_factor, postscale_factor)
+    hs = _grouped_enqueue(bufs, bufs, name, op, prescale_factor, postscale_factor, compression)
 
     def finish(_):
         for t, b in zip(tensors, bufs):
@@ -266,16 +304,19 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     return _register(hs, (tensors, bufs), finish)
 
 
-def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    """Blocking grouped allreduce; returns a list of new tensors."""
-    from tutti.torch.compression import Compression
-
-    compression = compression or Compression.none
-    pairs = [compression.compress(t) for t in tensors]
+    """Blocking grouped allreduce; returns a list of new tensors. compression:
+    as allreduce()."""
+    spec, python_side = native_spec(compression)
+    if python_side is None:
+        return synchronize(grouped_allreduce_async([t.detach() for t in tensors], average, name,
+                                                   op, prescale_factor, postscale_factor,
+                                                   process_set, spec))
+    pairs = [python_side.compress(t) for t in tensors]
     outs = synchronize(grouped_allreduce_async([p[0].detach() for p in pairs], average, name, op,
                                                prescale_factor, postscale_factor, process_set))
-    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+    return [python_side.decompress(o, p[1]) for o, p in zip(outs, pairs)]
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -298,7 +339,7 @@ def allgather_async(tensor, name=None, process_set=None):
     handle = _library.c_handle()
     d = _desc(inp)
     _library.check(_lib().tutti_allgather_async(ctypes.byref(d), _encode(name), ctypes.byref(handle)))
-    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0]))
+    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
 
 
 def allgather(tensor, name=None, process_set=None):
@@ -380,7 +421,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
                                                ctypes.byref(handle)))
 
     def finish(hs):
-        out = _output_tensor(hs[0])
+        out = _output_tensor(hs[0], inp.device)
         count = ctypes.c_int()
         _library.check(_lib().tutti_handle_received_splits(hs[0], None, 0, ctypes.byref(count)))
         buf = (ctypes.c_int64 * max(count.value, 1))()
@@ -412,19 +453,20 @@ def reducescatter_async(tensor, name=None, op=None, prescale_factor=1.0, postsca
     _library.check(_lib().tutti_reducescatter_async(
         ctypes.byref(d), _encode(name), op, float(prescale_factor), float(postscale_factor),
         ctypes.byref(handle)))
-    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0]))
+    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
 
 
 def reducescatter(tensor, name=None, compression=None, op=None, prescale_factor=1.0,
                   postscale_factor=1.0, process_set=None):
-    """Blocking reducescatter; returns this rank's rows of the reduction."""
-    from tutti.torch.compression import Compression
-
-    compression = compression or Compression.none
-    compressed, ctx = compression.compress(tensor)
+    """Blocking reducescatter; returns this rank's rows of the reduction.
+    compression: tutti's C++ compressors apply to allreduce only, so a
+    tutti.Compression member (or None) leaves reducescatter uncompressed; a
+    Horovod-style Python compressor runs around it."""
+    _, python_side = native_spec(compression)
+    compressed, ctx = python_side.compress(tensor) if python_side else (tensor, None)
     out = synchronize(reducescatter_async(compressed.detach(), name, op, prescale_factor,
                                           postscale_factor, process_set))
-    return compression.decompress(out, ctx)
+    return python_side.decompress(out, ctx) if python_side else out
 
 
 # ---- barrier, join, handles ---------------------------------------------------------

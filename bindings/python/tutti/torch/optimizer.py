@@ -17,14 +17,15 @@ import torch
 
 from tutti.basics import size
 from tutti.torch import ops
-from tutti.torch.compression import Compression
+from tutti.compression import native_spec
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
                  gradient_predivide_factor):
         super(self.__class__, self).__init__(params)
-        self._compression = compression
+        # A tutti compressor runs in C++ (spec); a Horovod-style one in Python.
+        self._compression_spec, self._python_compression = native_spec(compression)
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
@@ -80,14 +81,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # Not computed here (dynamic graph) but other ranks may have it.
             p.grad = p.data.new(p.size()).zero_()
         name = "grad." + self._parameter_names.get(p)
-        tensor_compressed, ctx = self._compression.compress(p.grad)
+        if self._python_compression is not None:
+            tensor_compressed, ctx = self._python_compression.compress(p.grad)
+        else:
+            tensor_compressed, ctx = p.grad, None
         if self.op == ops.Average:
             prescale = 1.0 / self.gradient_predivide_factor
             postscale = self.gradient_predivide_factor
         else:
             prescale = postscale = 1.0
         handle = ops.allreduce_async_(tensor_compressed, name=name, op=self.op,
-                                      prescale_factor=prescale, postscale_factor=postscale)
+                                      prescale_factor=prescale, postscale_factor=postscale,
+                                      compression=self._compression_spec)
         return handle, (ctx, tensor_compressed)
 
     def _make_hook(self, p):
@@ -124,7 +129,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p, (handle, (ctx, compressed)) in self._handles.items():
                 output = ops.synchronize(handle)
                 self._allreduce_delay[p] = self.backward_passes_per_step
-                decompressed = self._compression.decompress(output, ctx)
+                decompressed = (self._python_compression.decompress(output, ctx)
+                                if self._python_compression is not None else output)
                 if decompressed is not p.grad:
                     p.grad.copy_(decompressed)
         finally:
@@ -159,7 +165,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
                          backward_passes_per_step=1, op=ops.Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Wraps a torch optimizer so that gradients are averaged (op) across ranks.
@@ -167,7 +173,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     optimizer: any torch.optim.Optimizer (its param_groups and options are
     kept; its state starts empty). named_parameters: model.named_parameters(),
     so that gradient names are stable across ranks (recommended). compression:
-    Compression.none or Compression.fp16. backward_passes_per_step: local
+    None (the job's TUTTI_COMPRESSION / tuttirun --compression, default none),
+    or tutti.Compression.none / fp16 / bf16 / topk(ratio) / int8(block): run
+    in C++ on tutti's background thread, per gradient name (topk and int8 keep
+    error-feedback residuals per gradient); a Horovod-style Python compressor
+    object still works. backward_passes_per_step: local
     gradient accumulation steps before each allreduce. op: Average (default),
     Sum, Min, Max, Product. gradient_predivide_factor: with Average, divides
     before the sum and multiplies after (numerics only). num_groups, groups,

@@ -1,0 +1,143 @@
+#include "coordinator/compressed_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "core/check.h"
+#include "ops/reduce.h"
+
+namespace tutti {
+
+namespace {
+
+void scale(void* buf, size_t count, DataType dtype, double factor) {
+  if (factor != 1.0 && count > 0) scaleInPlace(buf, count, dtype, factor);
+}
+
+// Where tensor i's contribution starts: the caller's input when it needs no
+// scaling, else a prescaled copy (or zeros for a joined rank) in `staging`.
+const void* stagedInput(const TensorEntry* e, size_t count, DataType dtype, double prescale,
+                        uint8_t* staging) {
+  const size_t bytes = count * dataTypeSize(dtype);
+  if (e == nullptr) {
+    std::memset(staging, 0, bytes);
+    return staging;
+  }
+  TUTTI_CHECK_EQ(static_cast<int64_t>(count), e->input.numElements());
+  if (prescale == 1.0) return e->input.data;
+  if (bytes > 0) std::memcpy(staging, e->input.data, bytes);
+  scale(staging, count, dtype, prescale);
+  return staging;
+}
+
+Status castAllreduce(const Response& r, const std::vector<const TensorEntry*>& entries,
+                     Compressor& compressor, Backend& backend, int size,
+                     CompressionScratch* scratch) {
+  const size_t elem = dataTypeSize(r.dtype);
+  const size_t total =
+      static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
+  // Average: divide before the 16-bit sum, so that it stays in range.
+  const bool average = r.reduce_op == ReduceOp::kAverage;
+  const double pre = r.prescale * (average ? 1.0 / size : 1.0);
+  const void* input = nullptr;
+  if (r.names.size() == 1) {
+    input = stagedInput(entries[0], total, r.dtype, pre, scratch->staging.reserve(total * elem));
+  } else {
+    uint8_t* buf = scratch->staging.reserve(total * elem);
+    size_t offset = 0;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      const size_t count = static_cast<size_t>(r.sizes[i]);
+      uint8_t* dst = buf + offset * elem;
+      const void* src = stagedInput(entries[i], count, r.dtype, pre, dst);
+      if (src != dst && count > 0) std::memcpy(dst, src, count * elem);
+      offset += count;
+    }
+    input = buf;
+  }
+  TUTTI_RETURN_IF_ERROR(compressor.compress(input, total, r.dtype, r.names[0], &scratch->packed));
+  TUTTI_RETURN_IF_ERROR(backend.allreduce(scratch->packed.data(), total,
+                                          compressor.wireDType(r.dtype), ReduceOp::kSum));
+  const size_t wire_elem = dataTypeSize(compressor.wireDType(r.dtype));
+  size_t offset = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const size_t count = static_cast<size_t>(r.sizes[i]);
+    if (entries[i] != nullptr) {
+      void* out = entries[i]->output.data;
+      TUTTI_RETURN_IF_ERROR(compressor.decompress(scratch->packed.data() + offset * wire_elem,
+                                                  count * wire_elem, out, count, r.dtype));
+      scale(out, count, r.dtype, r.postscale);
+    }
+    offset += count;
+  }
+  return Status::ok();
+}
+
+Status gatherAllreduce(const Response& r, const std::vector<const TensorEntry*>& entries,
+                       Compressor& compressor, CompressorSet& compressors, Backend& backend,
+                       int size, CompressionScratch* scratch) {
+  const size_t elem = dataTypeSize(r.dtype);
+  const size_t n = r.names.size();
+  std::vector<size_t> chunk_bytes(n);
+  size_t largest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    chunk_bytes[i] = compressor.packedBytes(static_cast<size_t>(r.sizes[i]));
+    largest = std::max(largest, static_cast<size_t>(r.sizes[i]));
+  }
+  const size_t per_rank = std::accumulate(chunk_bytes.begin(), chunk_bytes.end(), size_t{0});
+  uint8_t* staging = scratch->staging.reserve(largest * elem);
+  scratch->packed.resize(per_rank);
+  {
+    std::unique_lock<std::mutex> state = compressors.lockState();
+    size_t offset = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t count = static_cast<size_t>(r.sizes[i]);
+      const void* input = stagedInput(entries[i], count, r.dtype, r.prescale, staging);
+      TUTTI_RETURN_IF_ERROR(
+          compressor.compress(input, count, r.dtype, r.names[i], &scratch->chunk));
+      TUTTI_CHECK_EQ(scratch->chunk.size(), chunk_bytes[i]);
+      std::memcpy(scratch->packed.data() + offset, scratch->chunk.data(), chunk_bytes[i]);
+      offset += chunk_bytes[i];
+    }
+  }
+  scratch->gathered.resize(per_rank * static_cast<size_t>(size));
+  TUTTI_RETURN_IF_ERROR(backend.allgatherv(scratch->packed.data(), scratch->gathered.data(),
+                                           std::vector<size_t>(size, per_rank)));
+  const double post = r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size : 1.0);
+  size_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t count = static_cast<size_t>(r.sizes[i]);
+    const TensorEntry* e = entries[i];
+    if (e != nullptr) {
+      // float32 outputs are summed in place; other dtypes through `dense`.
+      const bool direct = r.dtype == DataType::kFloat32;
+      if (!direct) scratch->dense.resize(count);
+      float* dense = direct ? static_cast<float*>(e->output.data) : scratch->dense.data();
+      std::fill_n(dense, count, 0.0f);
+      for (int p = 0; p < size; ++p) {
+        const uint8_t* chunk =
+            scratch->gathered.data() + static_cast<size_t>(p) * per_rank + offset;
+        TUTTI_RETURN_IF_ERROR(compressor.accumulate(chunk, chunk_bytes[i], dense, count));
+      }
+      if (!direct) fromFloat32(dense, count, r.dtype, e->output.data);
+      scale(e->output.data, count, r.dtype, post);
+    }
+    offset += chunk_bytes[i];
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status compressedAllreduce(const Response& r, const std::vector<const TensorEntry*>& entries,
+                           Compressor& compressor, CompressorSet& compressors, Backend& backend,
+                           int size, CompressionScratch* scratch) {
+  TUTTI_CHECK_EQ(r.sizes.size(), r.names.size());
+  TUTTI_CHECK_EQ(entries.size(), r.names.size());
+  if (compressor.exchangeKind() == ExchangeKind::kAllreduce) {
+    return castAllreduce(r, entries, compressor, backend, size, scratch);
+  }
+  return gatherAllreduce(r, entries, compressor, compressors, backend, size, scratch);
+}
+
+}  // namespace tutti

@@ -1,0 +1,55 @@
+#pragma once
+
+// The compression stage of the executor: one allreduce Response (one tensor
+// or a fused group) through a Compressor, per the protocol in
+// compression/compressor.h. The executor calls it for op kSum/kAverage when
+// the Response's compression spec is not "none" and the compressor
+// appliesTo() the dtype; everything else takes the uncompressed path.
+//
+//  - Cast kinds (fp16, bf16; ExchangeKind::kAllreduce): the fused buffer is
+//    staged (prescaled copy, zeros for a joined rank), compressed as a whole,
+//    allreduced in float16/bfloat16 (the ring adds in float32), and
+//    decompressed into each output. For kAverage the 1/size is applied before
+//    the sum (as a prescale) so that float16 sums stay below 65504.
+//  - Sparse/quantised kinds (topk, int8; kAllgather): each tensor is
+//    compressed on its own under its own name (error-feedback residuals are
+//    per tensor, whatever the fusion), the fixed-size chunks are allgathered,
+//    and every rank sums every rank's chunk in float32 into the output, then
+//    applies postscale (and 1/size for kAverage).
+//
+// Errors: the backend's status, or the compressor's (kInvalidArgument: a
+// count the format cannot hold; a chunk that does not decode, which would be
+// a bug or a rank with other settings). Outputs are complete only on success.
+//
+// Threading: background thread only; compress() runs under
+// CompressorSet::lockState() so residual snapshots never see half a step.
+
+#include <cstdint>
+#include <vector>
+
+#include "compression/compressor.h"
+#include "coordinator/compressor_set.h"
+#include "coordinator/fusion.h"
+#include "coordinator/tensor_queue.h"
+#include "core/message.h"
+#include "core/status.h"
+#include "ops/backend.h"
+
+namespace tutti {
+
+// Buffers reused between calls so steady-state steps do not allocate.
+struct CompressionScratch {
+  FusionBuffer staging;           // prescaled inputs / zeros of joined ranks
+  std::vector<uint8_t> chunk;     // one tensor's compressed chunk
+  std::vector<uint8_t> packed;    // this rank's chunks (or the cast wire buffer)
+  std::vector<uint8_t> gathered;  // every rank's chunks
+  std::vector<float> dense;       // float32 sums for non-float32 outputs
+};
+
+// entries[i] is this rank's entry for r.names[i], or nullptr (a joined rank).
+// `compressor` comes from `compressors` (which guards its state).
+Status compressedAllreduce(const Response& r, const std::vector<const TensorEntry*>& entries,
+                           Compressor& compressor, CompressorSet& compressors, Backend& backend,
+                           int size, CompressionScratch* scratch);
+
+}  // namespace tutti

@@ -1,0 +1,343 @@
+#include "coordinator/device_executor.h"
+
+#include <numeric>
+#include <string>
+
+#include "coordinator/request_validation.h"
+#include "core/check.h"
+#include "ops/reduce.h"
+
+namespace tutti {
+namespace {
+
+// The backend reduces average as a sum; the executor divides afterwards.
+ReduceOp backendOp(ReduceOp op) {
+  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+}
+
+Shape withFirstDim(const Shape& shape, int64_t first) {
+  Shape out = shape;
+  if (out.empty()) out.push_back(first);
+  out[0] = first;
+  return out;
+}
+
+std::string prefix(const Request& r) {
+  return std::string(opTypeName(r.type)) + " '" + r.name + "': ";
+}
+
+bool isReduction(OpType type) {
+  return type == OpType::kAllreduce || type == OpType::kReducescatter;
+}
+
+}  // namespace
+
+DeviceExecutor::DeviceExecutor(const BackendBundle& bundle, int rank, int size)
+    : rank_(rank),
+      size_(size),
+      open_device_(bundle.open_device),
+      connect_device_backend_(bundle.connect_device_backend) {}
+
+DeviceExecutor::~DeviceExecutor() = default;
+
+double DeviceExecutor::outputScale(const Response& r) const {
+  return r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+}
+
+Status DeviceExecutor::prepare(const Request& r, const TensorView& input, const TensorView* output,
+                               std::shared_ptr<DeviceEvent>* ready) {
+  if (r.type == OpType::kBarrier || r.type == OpType::kJoin) return Status::ok();
+  if (output != nullptr &&
+      (output->device != input.device ||
+       (input.device == DeviceType::kCuda && output->device_id != input.device_id))) {
+    return Status::invalidArgument(
+        prefix(r) + "input and output must be on the same device (input " +
+        (input.device == DeviceType::kCuda ? "cuda:" + std::to_string(input.device_id) : "cpu") +
+        ", output " +
+        (output->device == DeviceType::kCuda ? "cuda:" + std::to_string(output->device_id)
+                                             : "cpu") +
+        ")");
+  }
+  if (input.device != DeviceType::kCuda) return Status::ok();
+  if (!open_device_) {
+    return Status::invalidArgument(prefix(r) +
+                                   "the input is on a CUDA device but this build of tutti has no "
+                                   "CUDA support (rebuild with the CUDA toolkit found; "
+                                   "tutti_built_with(\"cuda\") tells)");
+  }
+  if (input.device_id < 0) {
+    return Status::invalidArgument(prefix(r) + "a CUDA tensor needs device_id >= 0, got " +
+                                   std::to_string(input.device_id));
+  }
+  DeviceContext* ctx = context_ptr_.load(std::memory_order_acquire);
+  if (ctx == nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!context_) {
+      TUTTI_RETURN_IF_ERROR(open_device_(input.device_id, &context_));
+      context_ptr_.store(context_.get(), std::memory_order_release);
+    }
+    ctx = context_.get();
+  }
+  if (ctx->deviceId() != input.device_id) {
+    return Status::invalidArgument(prefix(r) + "the input is on CUDA device " +
+                                   std::to_string(input.device_id) + " but this rank uses device " +
+                                   std::to_string(ctx->deviceId()) +
+                                   " (its first CUDA tensor's): one device per rank");
+  }
+  return ctx->recordOn(input.stream, ready);
+}
+
+Status DeviceExecutor::context(DeviceContext** out) {
+  *out = context_ptr_.load(std::memory_order_acquire);
+  if (*out != nullptr) return Status::ok();
+  // A rank that enqueued no CUDA tensor yet (it joined) still takes part:
+  // it opens the current device.
+  if (!open_device_) return Status::internal("a CUDA response reached a build without CUDA");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!context_) {
+    TUTTI_RETURN_IF_ERROR(open_device_(-1, &context_));
+    context_ptr_.store(context_.get(), std::memory_order_release);
+  }
+  *out = context_.get();
+  return Status::ok();
+}
+
+Status DeviceExecutor::directBackend(DeviceContext& ctx, DeviceBackend** out) {
+  *out = nullptr;
+  if (!connect_device_backend_) return Status::ok();
+  if (!direct_) TUTTI_RETURN_IF_ERROR(connect_device_backend_(ctx, &direct_));
+  *out = direct_.get();
+  return Status::ok();
+}
+
+template <typename Fn>
+Status DeviceExecutor::collectiveInPlace(Backend* direct, Backend& host, void* buf, size_t bytes,
+                                         bool copy_in, Fn&& fn) {
+  if (direct != nullptr) return fn(*direct, buf);
+  DeviceContext& ctx = *context_ptr_.load(std::memory_order_acquire);
+  void* pinned = nullptr;
+  TUTTI_RETURN_IF_ERROR(ctx.pinnedBuffer(bytes, &pinned));
+  if (copy_in) TUTTI_RETURN_IF_ERROR(ctx.copy(pinned, buf, bytes));
+  TUTTI_RETURN_IF_ERROR(ctx.synchronize());
+  TUTTI_RETURN_IF_ERROR(fn(host, pinned));
+  return ctx.copy(buf, pinned, bytes);
+}
+
+Status DeviceExecutor::execute(const Response& r, const std::vector<const TensorEntry*>& entries,
+                               std::vector<Completion>* completions, Backend& host) {
+  TUTTI_CHECK_EQ(entries.size(), r.names.size());
+  completions->assign(r.names.size(), Completion{});
+  DeviceContext* ctx = nullptr;
+  TUTTI_RETURN_IF_ERROR(context(&ctx));
+  DeviceBackend* device_backend = nullptr;
+  TUTTI_RETURN_IF_ERROR(directBackend(*ctx, &device_backend));
+  Backend* direct = device_backend;
+  if (device_backend != nullptr && isReduction(r.type) && !device_backend->reduces(r.dtype)) {
+    direct = nullptr;  // e.g. int16 on NCCL: staged through the host backend
+  }
+  for (const TensorEntry* e : entries) {
+    if (e != nullptr && e->ready) TUTTI_RETURN_IF_ERROR(ctx->waitFor(*e->ready));
+  }
+  Status st;
+  switch (r.type) {
+    case OpType::kAllreduce:
+      st = allreduce(*ctx, direct, host, r, entries);
+      break;
+    case OpType::kAllgather:
+      st = allgather(*ctx, direct, host, r, entries[0], &(*completions)[0]);
+      break;
+    case OpType::kBroadcast:
+      st = broadcast(*ctx, direct, host, r, entries[0]);
+      break;
+    case OpType::kAlltoall:
+      st = alltoall(*ctx, direct, host, r, entries[0], &(*completions)[0]);
+      break;
+    case OpType::kReducescatter:
+      st = reducescatter(*ctx, direct, host, r, entries[0], &(*completions)[0]);
+      break;
+    case OpType::kBarrier:
+    case OpType::kJoin:
+      return Status::internal("barrier and join carry no tensor and never run on a device");
+  }
+  TUTTI_RETURN_IF_ERROR(st);
+  return ctx->synchronize();
+}
+
+Status DeviceExecutor::allreduce(DeviceContext& ctx, Backend* direct, Backend& host,
+                                 const Response& r,
+                                 const std::vector<const TensorEntry*>& entries) {
+  TUTTI_CHECK_EQ(r.sizes.size(), r.names.size());
+  const size_t elem = dataTypeSize(r.dtype);
+  const ReduceOp op = backendOp(r.reduce_op);
+  const size_t total =
+      static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
+  const bool alone = r.names.size() == 1 && entries[0] != nullptr;
+  uint8_t* buf = nullptr;
+  if (alone) {
+    // Reduced directly in the caller's output buffer.
+    const TensorEntry& e = *entries[0];
+    TUTTI_CHECK_EQ(static_cast<int64_t>(total), e.input.numElements());
+    buf = static_cast<uint8_t*>(e.output.data);
+    TUTTI_RETURN_IF_ERROR(ctx.copy(buf, e.input.data, total * elem));
+  } else {
+    void* fusion = nullptr;
+    TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kFusion, total * elem, &fusion));
+    buf = static_cast<uint8_t*>(fusion);
+    std::vector<DeviceCopy> in;
+    size_t offset = 0;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      const size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
+      if (entries[i] != nullptr) {
+        TUTTI_CHECK_EQ(r.sizes[i], entries[i]->input.numElements());
+        in.push_back({entries[i]->input.data, buf + offset, bytes});
+      } else {
+        TUTTI_RETURN_IF_ERROR(ctx.fillZero(buf + offset, bytes));  // a joined rank's zeros
+      }
+      offset += bytes;
+    }
+    TUTTI_RETURN_IF_ERROR(ctx.copyBatch(in));
+  }
+  TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, r.prescale));
+  TUTTI_RETURN_IF_ERROR(
+      collectiveInPlace(direct, host, buf, total * elem, true,
+                        [&](Backend& b, void* p) { return b.allreduce(p, total, r.dtype, op); }));
+  TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, outputScale(r)));
+  if (alone) return Status::ok();
+  std::vector<DeviceCopy> out;
+  size_t offset = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
+    if (entries[i] != nullptr) out.push_back({buf + offset, entries[i]->output.data, bytes});
+    offset += bytes;
+  }
+  return ctx.copyBatch(out);
+}
+
+Status DeviceExecutor::broadcast(DeviceContext& ctx, Backend* direct, Backend& host,
+                                 const Response& r, const TensorEntry* e) {
+  TUTTI_CHECK(e != nullptr);
+  const size_t bytes = e->output.numBytes();
+  if (bytes == 0) return Status::ok();
+  if (rank_ == r.root) TUTTI_RETURN_IF_ERROR(ctx.copy(e->output.data, e->input.data, bytes));
+  return collectiveInPlace(direct, host, e->output.data, bytes, rank_ == r.root,
+                           [&](Backend& b, void* p) { return b.broadcast(p, bytes, r.root); });
+}
+
+Status DeviceExecutor::allgather(DeviceContext& ctx, Backend* direct, Backend& host,
+                                 const Response& r, const TensorEntry* e, Completion* done) {
+  TUTTI_CHECK(e != nullptr);
+  TUTTI_CHECK_EQ(r.sizes.size(), static_cast<size_t>(size_) + 1);
+  const size_t row_bytes = static_cast<size_t>(r.sizes[size_]) * dataTypeSize(r.dtype);
+  std::vector<size_t> bytes_per_rank(size_);
+  int64_t rows = 0;
+  for (int p = 0; p < size_; ++p) {
+    bytes_per_rank[p] = static_cast<size_t>(r.sizes[p]) * row_bytes;
+    rows += r.sizes[p];
+  }
+  const size_t total = static_cast<size_t>(rows) * row_bytes;
+  const size_t mine = bytes_per_rank[rank_];
+  done->has_output = true;
+  done->output.dtype = r.dtype;
+  done->output.shape = withFirstDim(e->input.shape, rows);
+  done->output.bytes.resize(total);
+  if (direct != nullptr) {
+    void* out = nullptr;
+    TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kOutput, total, &out));
+    TUTTI_RETURN_IF_ERROR(direct->allgatherv(e->input.data, out, bytes_per_rank));
+    return ctx.copy(done->output.bytes.data(), out, total);
+  }
+  void* pinned = nullptr;
+  TUTTI_RETURN_IF_ERROR(ctx.pinnedBuffer(mine, &pinned));
+  TUTTI_RETURN_IF_ERROR(ctx.copy(pinned, e->input.data, mine));
+  TUTTI_RETURN_IF_ERROR(ctx.synchronize());
+  return host.allgatherv(pinned, done->output.bytes.data(), bytes_per_rank);
+}
+
+Status DeviceExecutor::alltoall(DeviceContext& ctx, Backend* direct, Backend& host,
+                                const Response& r, const TensorEntry* e, Completion* done) {
+  TUTTI_CHECK(e != nullptr);
+  const size_t n = static_cast<size_t>(size_);
+  TUTTI_CHECK_EQ(r.sizes.size(), n * n + 1);
+  const size_t row_bytes = static_cast<size_t>(r.sizes[n * n]) * dataTypeSize(r.dtype);
+  std::vector<size_t> send(n), recv(n);
+  done->received_splits.resize(n);
+  int64_t rows = 0;
+  size_t sent = 0;
+  for (size_t p = 0; p < n; ++p) {
+    send[p] = static_cast<size_t>(r.sizes[rank_ * n + p]) * row_bytes;
+    sent += send[p];
+    const int64_t in_rows = r.sizes[p * n + rank_];
+    recv[p] = static_cast<size_t>(in_rows) * row_bytes;
+    done->received_splits[p] = in_rows;
+    rows += in_rows;
+  }
+  const size_t total = static_cast<size_t>(rows) * row_bytes;
+  done->has_output = true;
+  done->output.dtype = r.dtype;
+  done->output.shape = withFirstDim(e->input.shape, rows);
+  done->output.bytes.resize(total);
+  if (direct != nullptr) {
+    void* out = nullptr;
+    TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kOutput, total, &out));
+    TUTTI_RETURN_IF_ERROR(direct->alltoallv(e->input.data, send, out, recv));
+    return ctx.copy(done->output.bytes.data(), out, total);
+  }
+  void* pinned = nullptr;
+  TUTTI_RETURN_IF_ERROR(ctx.pinnedBuffer(sent, &pinned));
+  TUTTI_RETURN_IF_ERROR(ctx.copy(pinned, e->input.data, sent));
+  TUTTI_RETURN_IF_ERROR(ctx.synchronize());
+  return host.alltoallv(pinned, send, done->output.bytes.data(), recv);
+}
+
+Status DeviceExecutor::reducescatter(DeviceContext& ctx, Backend* direct, Backend& host,
+                                     const Response& r, const TensorEntry* e, Completion* done) {
+  TUTTI_CHECK_EQ(r.sizes.size(), 2u);
+  const int64_t total = r.sizes[0];
+  const int64_t row = r.sizes[1];
+  const int64_t first_dim = row > 0 ? total / row : 0;
+  const size_t elem = dataTypeSize(r.dtype);
+  const size_t total_bytes = static_cast<size_t>(total) * elem;
+  std::vector<size_t> counts(size_);
+  for (int p = 0; p < size_; ++p) {
+    counts[p] = static_cast<size_t>(reducescatterRows(first_dim, p, size_) * row);
+  }
+  // Staged (prescaled, or zeros for a joined rank) so that the caller's
+  // tensor is never modified.
+  void* fusion = nullptr;
+  TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kFusion, total_bytes, &fusion));
+  if (e != nullptr) {
+    TUTTI_RETURN_IF_ERROR(ctx.copy(fusion, e->input.data, total_bytes));
+    TUTTI_RETURN_IF_ERROR(ctx.scale(fusion, static_cast<size_t>(total), r.dtype, r.prescale));
+  } else {
+    TUTTI_RETURN_IF_ERROR(ctx.fillZero(fusion, total_bytes));
+  }
+  OwnedTensor out;
+  out.dtype = r.dtype;
+  out.shape = e != nullptr
+                  ? withFirstDim(e->input.shape, reducescatterRows(first_dim, rank_, size_))
+                  : Shape{static_cast<int64_t>(counts[rank_])};
+  const size_t mine = counts[rank_];
+  out.bytes.resize(mine * elem);
+  const ReduceOp op = backendOp(r.reduce_op);
+  if (direct != nullptr) {
+    void* dev_out = nullptr;
+    TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kOutput, mine * elem, &dev_out));
+    TUTTI_RETURN_IF_ERROR(direct->reducescatter(fusion, dev_out, counts, r.dtype, op));
+    TUTTI_RETURN_IF_ERROR(ctx.scale(dev_out, mine, r.dtype, outputScale(r)));
+    TUTTI_RETURN_IF_ERROR(ctx.copy(out.bytes.data(), dev_out, mine * elem));
+    TUTTI_RETURN_IF_ERROR(ctx.synchronize());
+  } else {
+    void* pinned = nullptr;
+    TUTTI_RETURN_IF_ERROR(ctx.pinnedBuffer(total_bytes, &pinned));
+    TUTTI_RETURN_IF_ERROR(ctx.copy(pinned, fusion, total_bytes));
+    TUTTI_RETURN_IF_ERROR(ctx.synchronize());
+    TUTTI_RETURN_IF_ERROR(host.reducescatter(pinned, out.bytes.data(), counts, r.dtype, op));
+    const double factor = outputScale(r);
+    if (factor != 1.0 && mine > 0) scaleInPlace(out.bytes.data(), mine, r.dtype, factor);
+  }
+  done->has_output = true;
+  done->output = std::move(out);
+  return Status::ok();
+}
+
+}  // namespace tutti

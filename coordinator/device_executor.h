@@ -1,0 +1,104 @@
+#pragma once
+
+// The device executor: runs the Responses of CUDA tensors (Response.device ==
+// kCuda) on this rank. The host Executor (coordinator/executor.h) hands them
+// over; everything here goes through ops/device.h, so the coordinator never
+// sees CUDA.
+//
+// Which backend moves the bytes:
+//  - direct: with TUTTI_BACKEND=nccl the bundle's device backend (NCCL)
+//    reduces in device memory; opened at the first CUDA response (every rank
+//    executes it at the same point, which makes the opening collective).
+//  - staged: otherwise (tcp, mpi; and on nccl for dtypes NCCL cannot reduce,
+//    int16) the bytes go to a pinned host buffer (cudaMemcpyAsync), through
+//    the host backend, and back. This is how several ranks share one GPU.
+//
+// Per op, on tutti's stream: wait for the framework's stream (the event
+// recorded at enqueue), stage (allreduce: every tensor of a fused response
+// is copied into the device fusion buffer by one batched-copy kernel, zeros
+// for joined ranks; prescale), the collective, postscale, copy out (one
+// batched-copy kernel), then synchronize: a handle completes only after its
+// device work finished, so the framework may use the outputs on any stream.
+// Outputs whose size only the runtime knows (allgather, alltoall,
+// reducescatter) are delivered in host memory (Completion::output, device
+// CPU, as the C API describes them); the Python binding moves them to the
+// input's device. Compression (Response.compression) is not applied to CUDA
+// tensors yet.
+//
+// Devices: one CUDA device per rank. The context opens on the first CUDA
+// tensor enqueued (its device_id); a later tensor on another device is
+// kInvalidArgument at enqueue.
+//
+// Errors: enqueue: kInvalidArgument (no CUDA in this build, no device, a
+// second device, output on another device than the input). Execution: the
+// backend's status (kPeerLost, ...) or a CUDA error Status; the caller
+// aborts the runtime with it, which fails the op on every rank.
+//
+// Threading: prepare() on any thread (thread-safe); execute() on the
+// background thread only.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "coordinator/handle_table.h"
+#include "coordinator/tensor_queue.h"
+#include "core/message.h"
+#include "core/status.h"
+#include "ops/backend.h"
+#include "ops/backend_registry.h"
+#include "ops/device.h"
+
+namespace tutti {
+
+class DeviceExecutor {
+ public:
+  // Copies the bundle's device factories (either may be null).
+  DeviceExecutor(const BackendBundle& bundle, int rank, int size);
+  ~DeviceExecutor();
+
+  // Enqueue side: checks where `input` (and `output`) live; for CUDA tensors
+  // opens the device context on first use and records, on input.stream, the
+  // event the op will wait for (*ready). CPU tensors: OK, *ready untouched.
+  Status prepare(const Request& request, const TensorView& input, const TensorView* output,
+                 std::shared_ptr<DeviceEvent>* ready);
+
+  // Background thread: runs a kCuda Response as the Executor does for host
+  // tensors (same arguments, same results). `host` is the host backend.
+  Status execute(const Response& response, const std::vector<const TensorEntry*>& entries,
+                 std::vector<Completion>* completions, Backend& host);
+
+ private:
+  // A collective on `bytes` bytes at device address `buf`, run directly on
+  // the device backend or staged through pinned memory around the host
+  // backend. copy_in: whether buf holds input the collective reads.
+  template <typename Fn>
+  Status collectiveInPlace(Backend* direct, Backend& host, void* buf, size_t bytes, bool copy_in,
+                           Fn&& fn);
+  Status context(DeviceContext** out);
+  Status directBackend(DeviceContext& ctx, DeviceBackend** out);
+  Status allreduce(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
+                   const std::vector<const TensorEntry*>& entries);
+  Status allgather(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
+                   const TensorEntry* e, Completion* done);
+  Status broadcast(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
+                   const TensorEntry* e);
+  Status alltoall(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
+                  const TensorEntry* e, Completion* done);
+  Status reducescatter(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
+                       const TensorEntry* e, Completion* done);
+  double outputScale(const Response& r) const;
+
+  const int rank_;
+  const int size_;
+  const decltype(BackendBundle::open_device) open_device_;
+  const decltype(BackendBundle::connect_device_backend) connect_device_backend_;
+
+  std::mutex mu_;                           // guards opening the context
+  std::unique_ptr<DeviceContext> context_;  // set once, under mu_
+  std::atomic<DeviceContext*> context_ptr_{nullptr};
+  std::unique_ptr<DeviceBackend> direct_;  // background thread; destroyed first
+};
+
+}  // namespace tutti

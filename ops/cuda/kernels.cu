@@ -1,0 +1,200 @@
+// tutti's CUDA kernels: batched copies into and out of the fusion buffer,
+// scaling, and float32 <-> float16/bfloat16 casts. Kept to one small
+// translation unit with few template instances so that it compiles quickly.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "ops/cuda/kernels.h"
+
+namespace tutti {
+namespace cuda {
+namespace {
+
+template <typename W>
+__device__ void copyWords(const char* src, char* dst, uint64_t bytes) {
+  const uint64_t words = bytes / sizeof(W);
+  const W* s = reinterpret_cast<const W*>(src);
+  W* d = reinterpret_cast<W*>(dst);
+  for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
+  for (uint64_t i = words * sizeof(W) + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+}
+
+__global__ void batchedCopyKernel(const CopyDescriptor* descriptors, uint32_t count,
+                                  uint64_t virtual_blocks, uint64_t chunk_bytes) {
+  for (uint64_t b = blockIdx.x; b < virtual_blocks; b += gridDim.x) {
+    const CopyDescriptor d = descriptors[findCopy(descriptors, count, b)];
+    const uint64_t offset = (b - d.first_block) * chunk_bytes;
+    const uint64_t left = d.bytes - offset;
+    const uint64_t n = left < chunk_bytes ? left : chunk_bytes;
+    const char* src = static_cast<const char*>(d.src) + offset;
+    char* dst = static_cast<char*>(d.dst) + offset;
+    switch (copyWidth(reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst))) {
+      case 16:
+        copyWords<uint4>(src, dst, n);
+        break;
+      case 8:
+        copyWords<uint2>(src, dst, n);
+        break;
+      case 4:
+        copyWords<uint32_t>(src, dst, n);
+        break;
+      case 2:
+        copyWords<uint16_t>(src, dst, n);
+        break;
+      default:
+        copyWords<uint8_t>(src, dst, n);
+        break;
+    }
+  }
+}
+
+// Elementwise loops are grid-stride so that a capped grid covers any count.
+#define TUTTI_GRID_STRIDE(i, count)                                           \
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < (count); \
+       i += size_t{gridDim.x} * blockDim.x)
+
+template <typename T>
+__global__ void scaleFloatKernel(T* buf, size_t count, T factor) {
+  TUTTI_GRID_STRIDE(i, count) buf[i] *= factor;
+}
+
+__global__ void scaleHalfKernel(uint16_t* buf, size_t count, float factor) {
+  TUTTI_GRID_STRIDE(i, count) {
+    buf[i] = __half_as_ushort(__float2half_rn(__half2float(__ushort_as_half(buf[i])) * factor));
+  }
+}
+
+__global__ void scaleBfloat16Kernel(uint16_t* buf, size_t count, float factor) {
+  TUTTI_GRID_STRIDE(i, count) {
+    buf[i] = __bfloat16_as_ushort(
+        __float2bfloat16_rn(__bfloat162float(__ushort_as_bfloat16(buf[i])) * factor));
+  }
+}
+
+// Integers as ops/reduce.h: in float64, rounded to nearest even, saturated,
+// NaN to 0.
+template <typename T>
+__global__ void scaleIntegerKernel(T* buf, size_t count, double factor, double lo, double hi,
+                                   T min_value, T max_value) {
+  TUTTI_GRID_STRIDE(i, count) {
+    const double v = rint(static_cast<double>(buf[i]) * factor);
+    if (v != v) {
+      buf[i] = 0;
+    } else if (v <= lo) {
+      buf[i] = min_value;
+    } else if (v >= hi) {
+      buf[i] = max_value;
+    } else {
+      buf[i] = static_cast<T>(v);
+    }
+  }
+}
+
+__global__ void floatToHalfKernel(const float* in, uint16_t* out, size_t count) {
+  TUTTI_GRID_STRIDE(i, count) out[i] = __half_as_ushort(__float2half_rn(in[i]));
+}
+__global__ void halfToFloatKernel(const uint16_t* in, float* out, size_t count) {
+  TUTTI_GRID_STRIDE(i, count) out[i] = __half2float(__ushort_as_half(in[i]));
+}
+__global__ void floatToBfloat16Kernel(const float* in, uint16_t* out, size_t count) {
+  TUTTI_GRID_STRIDE(i, count) out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(in[i]));
+}
+__global__ void bfloat16ToFloatKernel(const uint16_t* in, float* out, size_t count) {
+  TUTTI_GRID_STRIDE(i, count) out[i] = __bfloat162float(__ushort_as_bfloat16(in[i]));
+}
+
+#undef TUTTI_GRID_STRIDE
+
+template <typename T>
+void scaleInteger(void* buf, size_t count, double factor, uint32_t grid, cudaStream_t stream) {
+  const T min_value = std::numeric_limits<T>::min();
+  const T max_value = std::numeric_limits<T>::max();
+  // For int64 the largest T is not exactly representable; 2^63 (the double
+  // it rounds to) is out of range, so the kernel compares with >= against it.
+  scaleIntegerKernel<T><<<grid, kElementwiseThreads, 0, stream>>>(
+      static_cast<T*>(buf), count, factor, static_cast<double>(min_value),
+      static_cast<double>(max_value), min_value, max_value);
+}
+
+}  // namespace
+
+cudaError_t launchBatchedCopy(const CopyDescriptor* descriptors, uint32_t count,
+                              uint64_t virtual_blocks, uint32_t grid, size_t chunk_bytes,
+                              cudaStream_t stream) {
+  if (count == 0 || grid == 0) return cudaSuccess;
+  batchedCopyKernel<<<grid, kCopyThreads, 0, stream>>>(descriptors, count, virtual_blocks,
+                                                       chunk_bytes);
+  return cudaGetLastError();
+}
+
+cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor,
+                        cudaStream_t stream) {
+  if (scaleIsNoop(count, dtype, factor)) return cudaSuccess;
+  const uint32_t grid = elementwiseGrid(count, kElementwiseThreads, kItemsPerThread);
+  switch (dtype) {
+    case DataType::kFloat32:
+      scaleFloatKernel<float><<<grid, kElementwiseThreads, 0, stream>>>(
+          static_cast<float*>(buf), count, static_cast<float>(factor));
+      break;
+    case DataType::kFloat64:
+      scaleFloatKernel<double>
+          <<<grid, kElementwiseThreads, 0, stream>>>(static_cast<double*>(buf), count, factor);
+      break;
+    case DataType::kFloat16:
+      scaleHalfKernel<<<grid, kElementwiseThreads, 0, stream>>>(static_cast<uint16_t*>(buf), count,
+                                                                static_cast<float>(factor));
+      break;
+    case DataType::kBFloat16:
+      scaleBfloat16Kernel<<<grid, kElementwiseThreads, 0, stream>>>(
+          static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
+      break;
+    case DataType::kUInt8:
+      scaleInteger<uint8_t>(buf, count, factor, grid, stream);
+      break;
+    case DataType::kInt8:
+      scaleInteger<int8_t>(buf, count, factor, grid, stream);
+      break;
+    case DataType::kInt16:
+      scaleInteger<int16_t>(buf, count, factor, grid, stream);
+      break;
+    case DataType::kInt32:
+      scaleInteger<int32_t>(buf, count, factor, grid, stream);
+      break;
+    case DataType::kInt64:
+      scaleInteger<int64_t>(buf, count, factor, grid, stream);
+      break;
+    case DataType::kBool:
+      return cudaSuccess;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launchCast(const void* in, DataType in_type, void* out, DataType out_type, size_t count,
+                       cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const uint32_t grid = elementwiseGrid(count, kElementwiseThreads, kItemsPerThread);
+  const auto* f = static_cast<const float*>(in);
+  const auto* h = static_cast<const uint16_t*>(in);
+  if (in_type == DataType::kFloat32 && out_type == DataType::kFloat16) {
+    floatToHalfKernel<<<grid, kElementwiseThreads, 0, stream>>>(f, static_cast<uint16_t*>(out),
+                                                                count);
+  } else if (in_type == DataType::kFloat16 && out_type == DataType::kFloat32) {
+    halfToFloatKernel<<<grid, kElementwiseThreads, 0, stream>>>(h, static_cast<float*>(out), count);
+  } else if (in_type == DataType::kFloat32 && out_type == DataType::kBFloat16) {
+    floatToBfloat16Kernel<<<grid, kElementwiseThreads, 0, stream>>>(f, static_cast<uint16_t*>(out),
+                                                                    count);
+  } else if (in_type == DataType::kBFloat16 && out_type == DataType::kFloat32) {
+    bfloat16ToFloatKernel<<<grid, kElementwiseThreads, 0, stream>>>(h, static_cast<float*>(out),
+                                                                    count);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace tutti
