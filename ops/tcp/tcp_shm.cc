@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 #include "core/logging.h"
 #include "ops/tcp/asio_util.h"
@@ -158,11 +159,12 @@ Status TcpTransportImpl::setupShm(Store& store) {
     }
   }
   if (!done || !setup_error_.isOk()) {
+    std::ostringstream msg;
+    msg << "rank " << rank_ << ": shared-memory setup with its peers timed out after " << timeout_s_
+        << " s";
+    Status st = setup_error_.isOk() ? Status::timeout(msg.str()) : setup_error_;
     tcp_util::drainReady(io_);  // runs the aborted handlers while locals live
-    if (!setup_error_.isOk()) return setup_error_;
-    return Status::timeout("rank " + std::to_string(rank_) +
-                           ": shared-memory setup with its peers timed out after " +
-                           std::to_string(timeout_s_) + " s");
+    return st;
   }
   TUTTI_LOG(kDebug) << "rank " << rank_ << ": shared memory with " << shm_peers_ << " peers";
   return Status::ok();
