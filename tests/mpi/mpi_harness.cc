@@ -77,31 +77,13 @@ Settings makeRankSettings(int rank, int size, int port, const std::string& secre
   Settings settings;
   Status loaded = loadSettings(processEnv(), &settings);
   EXPECT_TRUE(IsOk(loaded)) << "loadSettings under mpirun";
-  settings.backend = "mpi";
   settings.rank = rank;
   settings.size = size;
   settings.rendezvous_port = port;
   settings.secret = secret;
-  settings.timeout_seconds = options.timeout_seconds;
-  settings.segment_bytes = options.segment_bytes;
-  if (options.fusion_threshold_bytes >= 0) {
-    settings.fusion_threshold_bytes = options.fusion_threshold_bytes;
-  }
-  if (options.cycle_time_ms >= 0) settings.cycle_time_ms = options.cycle_time_ms;
-  if (options.stall_check_time_seconds >= 0) {
-    settings.stall_check_time_seconds = options.stall_check_time_seconds;
-  }
-  if (options.stall_shutdown_time_seconds >= 0) {
-    settings.stall_shutdown_time_seconds = options.stall_shutdown_time_seconds;
-  }
+  applyClusterOptions(options, &settings);
+  settings.backend = "mpi";
   return settings;
-}
-
-std::string randomSecret() {
-  std::random_device device;
-  std::string secret;
-  for (int i = 0; i < 32; ++i) secret += "0123456789abcdef"[device() % 16];
-  return secret;
 }
 
 void RankSync::arriveAndWait(double timeout_seconds) {

@@ -44,6 +44,10 @@ Settings makeRankSettings(int rank, int size, int port, const std::string& secre
                           const ClusterOptions& options);
 // 32 random hex digits.
 std::string randomSecret();
+// Applies the knobs of `options` (timeouts, segment size, fusion, cycle time,
+// stalls, backend) to `settings`; shared by every harness
+// (tests/support/cluster_settings.cc).
+void applyClusterOptions(const ClusterOptions& options, Settings* settings);
 
 // A reusable barrier for the rank threads of one job, independent of tutti,
 // for ordering test steps. A wait longer than `timeout_seconds` (or a
