@@ -292,9 +292,9 @@ void RuntimeImpl::abort(const Status& status) {
     list.abort_code = status.code();
     list.abort_message = status.message();
     std::vector<uint8_t> bytes = serialize(list);
-    for (int w = 1; w < size_; ++w) {
-      if (!bundle_.transport->sendControl(w, bytes).isOk()) break;
-    }
+    // Every survivor, not stopping at the lost rank: its socket refuses the
+    // message, the others still take it.
+    for (int w = 1; w < size_; ++w) (void)bundle_.transport->sendControl(w, bytes);
     std::vector<ControlMessage> ignored;
     (void)bundle_.transport->pollControl(Clock::now(), &ignored);  // push the sends out
   }

@@ -124,7 +124,8 @@ std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PeerLostTest,
-                         ::testing::Values(KillParam{3, 2}, KillParam{3, 0}, KillParam{2, 1}),
+                         ::testing::Values(KillParam{3, 2}, KillParam{3, 0}, KillParam{2, 1},
+                                           KillParam{4, 2}, KillParam{5, 1}),
                          killName);
 
 // ---- 22. a rank never submits a tensor the others submitted ----------------------------
