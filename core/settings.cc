@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <sstream>
 
 #include "core/compression_spec.h"
@@ -73,12 +74,12 @@ const std::vector<SettingSpec> kSpecs = {
 };
 
 std::string formatNumber(double v) {
-  std::ostringstream out;
-  if (std::fabs(v) >= 1e15) {
-    out << v;
-  } else {
-    out << static_cast<long double>(v);
+  // Integral values print as integers ("1048576", not "1.04858e+06").
+  if (std::fabs(v) < 9.3e18 && v == std::floor(v)) {
+    return std::to_string(static_cast<long long>(v));
   }
+  std::ostringstream out;
+  out << std::setprecision(15) << v;
   return out.str();
 }
 

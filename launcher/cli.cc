@@ -25,7 +25,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 const SettingFlag kSettingFlags[] = {
     {"--fusion-threshold-mb", "TUTTI_FUSION_THRESHOLD_BYTES", kMiB, "MB",
-     "fusion buffer size in MiB; 0 disables fusion (default 4)"},
+     "fusion buffer size in MiB; 0 disables fusion (default 1)"},
     {"--cycle-time-ms", "TUTTI_CYCLE_TIME_MS", 1, "MS",
      "milliseconds to wait before each negotiation round (default 0: start at once)"},
     {"--cache-capacity", "TUTTI_CACHE_CAPACITY", 1, "N",
@@ -294,6 +294,22 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
         "--mpi: this build has no MPI backend (Open MPI was not found at configure time: install "
         "libopenmpi-dev and reconfigure), so jobs cannot run through mpirun; run without --mpi "
         "to use the tcp backend (see tuttirun --check-build)");
+  }
+  {
+    // The mpi backend takes its ranks from mpirun: without --mpi every rank
+    // would find itself alone in MPI_COMM_WORLD.
+    std::string backend;
+    for (const auto& [name, value] : o.settings) {
+      if (name == "TUTTI_BACKEND") backend = value;
+    }
+    const char* env_backend = std::getenv("TUTTI_BACKEND");
+    const bool from_env = backend.empty() && env_backend != nullptr;
+    if (from_env) backend = env_backend;
+    if (backend == "mpi" && !o.mpi) {
+      return fail(std::string(from_env ? "TUTTI_BACKEND=mpi" : "--backend mpi") +
+                  ": the mpi backend runs under Open MPI's mpirun; add --mpi "
+                  "(tuttirun --mpi -np N ...), or use --backend tcp");
+    }
   }
   if (app.count("--np") > 0 && o.np < 1) {
     return fail("-np " + std::to_string(o.np) + ": expected an integer in [1, 1048576]");

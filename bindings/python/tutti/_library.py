@@ -154,9 +154,17 @@ def load():
                 continue
             _lib = lib
             return lib
+        if not os.environ.get("TUTTI_LIBRARY"):
+            tried.insert(0, "$TUTTI_LIBRARY (unset)")
+        here = os.path.dirname(os.path.abspath(__file__))
+        if not glob.glob(os.path.join(here, "libtutti.so*")):
+            tried.append(os.path.join(here, "libtutti.so*") + " (none)")
+        if not ctypes.util.find_library("tutti"):
+            tried.append("the system linker path (ldconfig: no libtutti)")
         raise OSError(
-            "libtutti.so not found; build it (ninja -C build tutti) or set TUTTI_LIBRARY to its "
-            "path. Tried: " + "; ".join(tried or ["nothing"])
+            "libtutti.so not found; build it (scripts/build, or ninja -C build tutti) and set "
+            "TUTTI_LIBRARY to build/bindings/c/libtutti.so, or install it (cmake --install build) "
+            "where the linker finds it. Tried: " + "; ".join(tried)
         )
 
 

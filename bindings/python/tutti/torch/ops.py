@@ -83,7 +83,13 @@ def _lib():
 
 
 def _encode(name):
-    return None if name is None else str(name).encode("utf-8")
+    if name is None:
+        return None
+    name = str(name)
+    if "\0" in name:
+        raise InvalidArgumentError(
+            "tensor name %r contains a NUL character; names are C strings" % name, 1)
+    return name.encode("utf-8")
 
 
 def _check_tensor(tensor, what="tensor"):
@@ -232,6 +238,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     compression) of the output's gradient."""
     from tutti.torch.functions import AllreduceFunction
 
+    _check_tensor(tensor)
     spec, python_side = native_spec(compression)
     op = _op_code(op, average)
     compressed, ctx = python_side.compress(tensor) if python_side else (tensor, None)
@@ -348,6 +355,7 @@ def allgather(tensor, name=None, process_set=None):
     output gradient)."""
     from tutti.torch.functions import AllgatherFunction
 
+    _check_tensor(tensor)
     if torch.is_grad_enabled() and tensor.requires_grad:
         return AllgatherFunction.apply(tensor, name)
     return synchronize(allgather_async(tensor.detach(), name, process_set))
@@ -389,6 +397,7 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
     sum of the output gradients on the root, zero elsewhere)."""
     from tutti.torch.functions import BroadcastFunction
 
+    _check_tensor(tensor)
     if torch.is_grad_enabled() and tensor.requires_grad:
         return BroadcastFunction.apply(tensor, root_rank, name)
     return synchronize(broadcast_async(tensor.detach(), root_rank, name, process_set))
@@ -413,6 +422,10 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
         c_splits, n = None, 0
     else:
         values = splits.tolist() if torch.is_tensor(splits) else list(splits)
+        for v in values:
+            if isinstance(v, bool) or int(v) != v:
+                raise InvalidArgumentError(
+                    "alltoall splits must be integers (rows per rank), got %r" % (values,), 1)
         n = len(values)
         c_splits = (ctypes.c_int64 * n)(*[int(v) for v in values])
     handle = _library.c_handle()
