@@ -52,8 +52,8 @@ struct OpOptions {
   // Integer tensors are scaled in float64 and rounded back.
   double prescale = 1.0;
   double postscale = 1.0;
-  int root = 0;                  // broadcast: rank whose tensor is sent
-  std::vector<int64_t> splits;   // alltoall: rows sent to each rank (size() entries); empty = even
+  int root = 0;                 // broadcast: rank whose tensor is sent
+  std::vector<int64_t> splits;  // alltoall: rows sent to each rank (size() entries); empty = even
   // Allreduce: compression spec (core/compression_spec.h: none, fp16, bf16,
   // topk:<ratio>, int8[:<block>]); "" = the job's TUTTI_COMPRESSION. Applies
   // to sum/average of floating-point tensors; integer and bool tensors and

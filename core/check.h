@@ -17,20 +17,20 @@ namespace tutti::detail {
 }
 }  // namespace tutti::detail
 
-#define TUTTI_CHECK(cond)                                                   \
-  do {                                                                      \
-    if (!(cond)) ::tutti::detail::checkFailed(__FILE__, __LINE__, #cond);   \
+#define TUTTI_CHECK(cond)                                                 \
+  do {                                                                    \
+    if (!(cond)) ::tutti::detail::checkFailed(__FILE__, __LINE__, #cond); \
   } while (0)
 
-#define TUTTI_CHECK_OP(a, b, op)                                                    \
-  do {                                                                              \
-    const auto& _va = (a);                                                          \
-    const auto& _vb = (b);                                                          \
-    if (!(_va op _vb)) {                                                            \
-      std::ostringstream _os;                                                       \
-      _os << #a " " #op " " #b " (" << _va << " vs " << _vb << ")";                 \
-      ::tutti::detail::checkFailed(__FILE__, __LINE__, _os.str());                  \
-    }                                                                               \
+#define TUTTI_CHECK_OP(a, b, op)                                    \
+  do {                                                              \
+    const auto& _va = (a);                                          \
+    const auto& _vb = (b);                                          \
+    if (!(_va op _vb)) {                                            \
+      std::ostringstream _os;                                       \
+      _os << #a " " #op " " #b " (" << _va << " vs " << _vb << ")"; \
+      ::tutti::detail::checkFailed(__FILE__, __LINE__, _os.str());  \
+    }                                                               \
   } while (0)
 
 #define TUTTI_CHECK_EQ(a, b) TUTTI_CHECK_OP(a, b, ==)

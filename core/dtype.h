@@ -19,7 +19,7 @@ enum class DataType : uint8_t {
   kBFloat16 = 6,  // bfloat16: the upper 16 bits of a float32
   kFloat32 = 7,
   kFloat64 = 8,
-  kBool = 9,      // one byte, 0 or 1
+  kBool = 9,  // one byte, 0 or 1
 };
 constexpr int kNumDataTypes = 10;
 

@@ -25,20 +25,31 @@ std::atomic<int> g_rank{-1};
 
 const char* levelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kTrace: return "TRACE";
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kError: return "ERROR";
+    case LogLevel::kTrace:
+      return "TRACE";
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARNING";
+    case LogLevel::kError:
+      return "ERROR";
   }
   return "?";
 }
 
 }  // namespace
 
-LogLevel logLevel() { return static_cast<LogLevel>(levelStore().load(std::memory_order_relaxed)); }
-void setLogLevel(LogLevel level) { levelStore().store(static_cast<int>(level)); }
-void setLogRank(int rank) { g_rank.store(rank); }
+LogLevel logLevel() {
+  return static_cast<LogLevel>(levelStore().load(std::memory_order_relaxed));
+}
+void setLogLevel(LogLevel level) {
+  levelStore().store(static_cast<int>(level));
+}
+void setLogRank(int rank) {
+  g_rank.store(rank);
+}
 
 bool parseLogLevel(const std::string& name, LogLevel* out) {
   static const char* names[] = {"trace", "debug", "info", "warning", "error"};

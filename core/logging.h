@@ -32,7 +32,7 @@ class LogLine {
 
 }  // namespace tutti
 
-#define TUTTI_LOG(level)                                  \
-  if (::tutti::LogLevel::level < ::tutti::logLevel()) {   \
-  } else                                                  \
+#define TUTTI_LOG(level)                                \
+  if (::tutti::LogLevel::level < ::tutti::logLevel()) { \
+  } else                                                \
     ::tutti::detail::LogLine(::tutti::LogLevel::level, __FILE__, __LINE__).stream()

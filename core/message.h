@@ -35,13 +35,13 @@ struct Request {
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
   Shape shape;
-  int32_t root = 0;                // broadcast
+  int32_t root = 0;  // broadcast
   double prescale = 1.0;
   double postscale = 1.0;
-  std::vector<int64_t> splits;     // alltoall: rows sent to each rank; empty = even split
+  std::vector<int64_t> splits;  // alltoall: rows sent to each rank; empty = even split
   DeviceType device = DeviceType::kCpu;
-  int32_t group_id = -1;           // grouped allreduce: members are fused together; -1 = none
-  int32_t group_size = 0;          // grouped allreduce: number of tensors in the group
+  int32_t group_id = -1;   // grouped allreduce: members are fused together; -1 = none
+  int32_t group_size = 0;  // grouped allreduce: number of tensors in the group
   // Allreduce: canonical compression spec (core/compression_spec.h), the op's
   // own or the job's TUTTI_COMPRESSION; "" for other ops. Ranks must agree.
   std::string compression;

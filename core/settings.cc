@@ -65,7 +65,8 @@ const std::vector<SettingSpec> kSpecs = {
      "staged through pinned host memory (several ranks may share a GPU)"},
     {"TUTTI_COMPRESSION", SettingType::kCompression, "none", 0, 0, "",
      "default gradient compression of float allreduce (sum/average): none, fp16, bf16, "
-     "topk:<ratio>, int8[:<block>]; integer tensors and other ops are never compressed"},
+     "topk:<ratio>[:warmup=<steps>], int8[:<block>]; integer tensors and other ops are never "
+     "compressed"},
     {"TUTTI_COMPRESSION_ZSTD_LEVEL", SettingType::kInt, "0", 0, 19, "",
      "zstd level for the tcp backend's ring segments, skipped where it does not pay (0: off); "
      "accepted and validated, not yet applied by the tcp backend (compression/zstd_stage.h)"},

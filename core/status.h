@@ -9,16 +9,16 @@ namespace tutti {
 // (TUTTI_ERR_* in bindings/c/tutti.h): never renumber.
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument = 1,    // bad input from this rank's caller (shape, dtype, splits, settings)
-  kMismatch = 2,           // ranks submitted incompatible requests for one tensor name
-  kPeerLost = 3,           // a peer died or its connection broke; the job cannot go on
-  kShutdown = 4,           // the runtime was shut down while the op was pending
-  kTimeout = 5,            // a wait with a deadline expired (the op itself may still finish)
-  kStalled = 6,            // stall shutdown: some ranks never submitted the tensor
-  kNotInitialized = 7,     // init() has not been called (or shutdown() was)
-  kDuplicateName = 8,      // a tensor of that name is already in flight on this rank
-  kIoError = 9,            // I/O failure that is not a lost peer (bind, resolve, auth)
-  kInternal = 10,          // a bug in tutti
+  kInvalidArgument = 1,  // bad input from this rank's caller (shape, dtype, splits, settings)
+  kMismatch = 2,         // ranks submitted incompatible requests for one tensor name
+  kPeerLost = 3,         // a peer died or its connection broke; the job cannot go on
+  kShutdown = 4,         // the runtime was shut down while the op was pending
+  kTimeout = 5,          // a wait with a deadline expired (the op itself may still finish)
+  kStalled = 6,          // stall shutdown: some ranks never submitted the tensor
+  kNotInitialized = 7,   // init() has not been called (or shutdown() was)
+  kDuplicateName = 8,    // a tensor of that name is already in flight on this rank
+  kIoError = 9,          // I/O failure that is not a lost peer (bind, resolve, auth)
+  kInternal = 10,        // a bug in tutti
 };
 const char* statusCodeName(StatusCode code);
 
@@ -28,14 +28,20 @@ class Status {
  public:
   Status() = default;
   static Status ok() { return Status(); }
-  static Status invalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
+  static Status invalidArgument(std::string msg) {
+    return {StatusCode::kInvalidArgument, std::move(msg)};
+  }
   static Status mismatch(std::string msg) { return {StatusCode::kMismatch, std::move(msg)}; }
   static Status peerLost(std::string msg) { return {StatusCode::kPeerLost, std::move(msg)}; }
   static Status shutdown(std::string msg) { return {StatusCode::kShutdown, std::move(msg)}; }
   static Status timeout(std::string msg) { return {StatusCode::kTimeout, std::move(msg)}; }
   static Status stalled(std::string msg) { return {StatusCode::kStalled, std::move(msg)}; }
-  static Status notInitialized(std::string msg) { return {StatusCode::kNotInitialized, std::move(msg)}; }
-  static Status duplicateName(std::string msg) { return {StatusCode::kDuplicateName, std::move(msg)}; }
+  static Status notInitialized(std::string msg) {
+    return {StatusCode::kNotInitialized, std::move(msg)};
+  }
+  static Status duplicateName(std::string msg) {
+    return {StatusCode::kDuplicateName, std::move(msg)};
+  }
   static Status ioError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
   static Status internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 
@@ -53,10 +59,10 @@ class Status {
 };
 
 // Propagates a non-OK Status to the caller.
-#define TUTTI_RETURN_IF_ERROR(expr)       \
-  do {                                    \
-    ::tutti::Status _st = (expr);         \
-    if (!_st.isOk()) return _st;          \
+#define TUTTI_RETURN_IF_ERROR(expr) \
+  do {                              \
+    ::tutti::Status _st = (expr);   \
+    if (!_st.isOk()) return _st;    \
   } while (0)
 
 }  // namespace tutti
