@@ -12,6 +12,15 @@ Status Compressor::accumulate(const uint8_t* /*packed*/, size_t /*bytes*/, float
                           "' is exchanged by allreduce; accumulate() is for allgather kinds");
 }
 
+Status Compressor::quantise(float* /*acc*/, size_t /*count*/, uint8_t* /*out*/) const {
+  return Status::internal("compressor '" + spec() +
+                          "' is not re-quantised around a ring; quantise() is for kQuantisedRing");
+}
+
+std::vector<float>* Compressor::residualFor(const std::string& /*name*/, size_t /*count*/) {
+  return nullptr;
+}
+
 const ResidualMap& Compressor::residuals() const {
   // Immutable and shared by every stateless compressor: not mutable state.
   static const ResidualMap kEmpty;

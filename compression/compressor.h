@@ -18,16 +18,28 @@
 //   4. (kAverage) scaleInPlace(output, count, dtype, 1.0 / size)
 //   A prescale (divide by size before step 1) keeps fp16 sums below 65504.
 //
-// kAllgather (topk, int8). Packed chunks cannot be ring-summed, so every rank
-// gathers every rank's chunk and sums them itself. packedBytes(count) is the
-// exact size of a chunk and is the same on every rank (it depends only on the
-// count and the compressor's spec), so no size exchange is needed:
-//   1. compress(input, count, dtype, name, &packed)        // packed.size() == packedBytes(count)
-//   2. gathered.resize(size * packedBytes(count));
-//      backend.allgatherv(packed.data(), gathered.data(), vector(size, packedBytes(count)))
+// kAllgather (topk). Packed chunks cannot be ring-summed, so every rank
+// gathers every rank's chunk and sums them itself. A chunk's size is the same
+// on every rank for the same call (it depends only on the count, the spec
+// and, during a top-k warm-up, how many times the name was compressed before,
+// which all ranks share), so no size exchange is needed; packedBytes(count)
+// is the size outside a warm-up:
+//   1. compress(input, count, dtype, name, &packed)        // pb = packed.size()
+//   2. gathered.resize(size * pb);
+//      backend.allgatherv(packed.data(), gathered.data(), vector(size, pb))
 //   3. std::vector<float> dense(count, 0.0f);
 //      for r in ranks: accumulate(gathered.data() + r * pb, pb, dense.data(), count)
 //   4. fromFloat32(dense.data(), count, dtype, output);  then (kAverage) scale.
+//
+// kQuantisedRing (int8). Chunks are re-quantised hop by hop around a ring
+// (coordinator/compressed_ring_allreduce.h): each rank dequantises what its
+// left neighbour sent (accumulate), adds its own float32 contribution and its
+// residual, and quantise()s the sum for the right neighbour; the reduced
+// chunks are then allgathered. compress()/accumulate() keep the kAllgather
+// contract (one rank's chunk), so a kQuantisedRing compressor may also be
+// exchanged the kAllgather way; residualFor() gives the ring its per-tensor
+// residual (one float32 per element, the error of the quantisations this rank
+// made of that element).
 //
 // Names and error feedback. `name` keys the per-tensor residual of the error
 // feedback compressors (topk, int8): compress() adds the residual left by the
@@ -65,8 +77,9 @@
 namespace tutti {
 
 enum class ExchangeKind {
-  kAllreduce,  // compressed buffer is ring-reducible: allreduce it in wireDType()
-  kAllgather,  // compressed chunks are allgathered and summed by accumulate()
+  kAllreduce,      // compressed buffer is ring-reducible: allreduce it in wireDType()
+  kAllgather,      // compressed chunks are allgathered and summed by accumulate()
+  kQuantisedRing,  // chunks re-quantised at each ring hop (quantise()), then allgathered
 };
 
 // Residual (error feedback) per tensor name: count float32 values each.
@@ -98,10 +111,11 @@ class Compressor {
 
   // Exact size in bytes of the compressed buffer for `count` elements (any
   // dtype appliesTo() accepts). The same on every rank with the same spec.
+  // (top-k during its warm-up: larger, see compression/topk_compressor.h.)
   virtual size_t packedBytes(size_t count) const = 0;
 
   // Compresses `count` elements of `dtype` at `input` into *out (resized to
-  // packedBytes(count)). `name` keys the residual of error feedback kinds.
+  // packedBytes(count), or the warm-up size). `name` keys the residual of error feedback kinds.
   // kInvalidArgument when !appliesTo(dtype) or count is too large.
   virtual Status compress(const void* input, size_t count, DataType dtype, const std::string& name,
                           std::vector<uint8_t>* out) = 0;
@@ -118,6 +132,18 @@ class Compressor {
   // tensor's dtype). On error, dense_out may be partly updated.
   virtual Status accumulate(const uint8_t* packed, size_t bytes, float* dense_out,
                             size_t count) const;
+
+  // kQuantisedRing only: quantises `count` float32 values at `acc` into a
+  // chunk of exactly packedBytes(count) bytes at `out` (the format compress()
+  // writes; accumulate() decodes it) and leaves in acc[i] what the chunk does
+  // not carry (acc[i] - decoded[i]), for the caller to keep as error feedback.
+  // Other kinds: kInternal (a bug in the caller).
+  virtual Status quantise(float* acc, size_t count, uint8_t* out) const;
+
+  // kQuantisedRing only: the residual kept for `name`, exactly `count` float32
+  // values (zeros when new or when the count changed). Mutable state: call
+  // under CompressorSet::lockState(). Other kinds: nullptr.
+  virtual std::vector<float>* residualFor(const std::string& name, size_t count);
 
   // Error feedback state, for elastic commit/restore. Empty for stateless
   // compressors, whose setResiduals ignores its argument.

@@ -26,7 +26,7 @@ Status makeCompressor(const std::string& spec, std::unique_ptr<Compressor>* out)
       *out = std::make_unique<CastCompressor>(DataType::kBFloat16);
       break;
     case CompressionSpec::Kind::kTopK:
-      *out = std::make_unique<TopKCompressor>(parsed.ratio);
+      *out = std::make_unique<TopKCompressor>(parsed.ratio, parsed.warmup);
       break;
     case CompressionSpec::Kind::kInt8:
       *out = std::make_unique<Int8Compressor>(parsed.block);

@@ -76,17 +76,21 @@ Status Int8Compressor::compress(const void* input, size_t count, DataType dtype,
     for (size_t i = 0; i < count; ++i) acc[i] += scratch_[i];
   }
 
-  const size_t blocks = numBlocks(count);
   out->resize(packedBytes(count));
+  return quantise(acc.data(), count, out->data());
+}
+
+Status Int8Compressor::quantise(float* acc, size_t count, uint8_t* out) const {
+  const size_t blocks = numBlocks(count);
   compression_detail::writePackedHeader(
-      PackedHeader{kPackedInt8, block_size_, static_cast<uint64_t>(count)}, out->data());
-  uint8_t* const scale_out = out->data() + kPackedHeaderBytes;
+      PackedHeader{kPackedInt8, block_size_, static_cast<uint64_t>(count)}, out);
+  uint8_t* const scale_out = out + kPackedHeaderBytes;
   auto* const q_out = reinterpret_cast<int8_t*>(scale_out + blocks * sizeof(float));
 
   for (size_t b = 0; b < blocks; ++b) {
     const size_t begin = b * block_size_;
     const size_t n = std::min<size_t>(block_size_, count - begin);
-    float* const block = acc.data() + begin;
+    float* const block = acc + begin;
     const uint32_t max_bits = maxAbsBits(block, n);
     float scale;
     if (max_bits >= 0x7f800000u) {  // inf or NaN in the block

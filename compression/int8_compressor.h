@@ -17,11 +17,13 @@
 // NaN, as the uncompressed sum would be non-finite) and its residual is
 // dropped, so one bad step does not poison later ones.
 //
-// Exchange: kAllgather (int8 blocks with different scales cannot be
-// ring-summed). Chunk layout (compression/packed_format.h header with
-// param = B, then): f32 scale[ceil(count / B)]; i8 q[count].
-// packedBytes(count) = 16 + 4 * ceil(count / B) + count: 3.9x fewer bytes
-// than float32 at B = 256.
+// Exchange: kQuantisedRing. int8 blocks with different scales cannot be
+// ring-summed as they are, so each ring hop dequantises, adds and
+// re-quantises (coordinator/compressed_ring_allreduce.h); one quantisation
+// is one compress() or quantise() call, with the bound above. Chunk layout
+// (compression/packed_format.h header with param = B, then): f32 scale[ceil(count / B)]; i8
+// q[count]. packedBytes(count) = 16 + 4 * ceil(count / B) + count: 3.9x fewer bytes than float32 at
+// B = 256.
 //
 // dtypes: float16, bfloat16, float32, float64 (acc and residual in float32).
 // Threading: one thread at a time (the background thread).
@@ -46,7 +48,7 @@ class Int8Compressor : public Compressor {
 
   uint32_t blockSize() const { return block_size_; }
   std::string spec() const override { return "int8:" + std::to_string(block_size_); }
-  ExchangeKind exchangeKind() const override { return ExchangeKind::kAllgather; }
+  ExchangeKind exchangeKind() const override { return ExchangeKind::kQuantisedRing; }
   bool appliesTo(DataType dtype) const override;
   DataType wireDType(DataType /*dtype*/) const override { return DataType::kUInt8; }
   size_t packedBytes(size_t count) const override;
@@ -56,6 +58,10 @@ class Int8Compressor : public Compressor {
                     DataType dtype) const override;
   Status accumulate(const uint8_t* packed, size_t bytes, float* dense_out,
                     size_t count) const override;
+  Status quantise(float* acc, size_t count, uint8_t* out) const override;
+  std::vector<float>* residualFor(const std::string& name, size_t count) override {
+    return &residuals_.residualFor(name, count);
+  }
 
   const ResidualMap& residuals() const override { return residuals_.all(); }
   void setResiduals(ResidualMap residuals) override { residuals_.set(std::move(residuals)); }

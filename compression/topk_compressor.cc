@@ -39,8 +39,31 @@ constexpr size_t kPairBytes = sizeof(uint32_t) + sizeof(uint16_t);
 
 }  // namespace
 
-TopKCompressor::TopKCompressor(double ratio) : ratio_(ratio) {
+TopKCompressor::TopKCompressor(double ratio, uint32_t warmup) : ratio_(ratio), warmup_(warmup) {
   TUTTI_CHECK(ratio > 0.0 && ratio <= 1.0);
+}
+
+double TopKCompressor::ratioAt(uint64_t n) const {
+  if (warmup_over_ || n >= warmup_) return ratio_;
+  constexpr double kFirstRatio = 0.25;  // DGC's first warm-up stage: 75 % sparsity
+  const double r0 = std::max(ratio_, kFirstRatio);
+  return r0 * std::pow(ratio_ / r0, static_cast<double>(n) / warmup_);
+}
+
+size_t TopKCompressor::packedBytesAt(uint64_t n, size_t count) const {
+  return kPackedHeaderBytes + selectCount(ratioAt(n), count) * kPairBytes;
+}
+
+void TopKCompressor::setResiduals(ResidualMap residuals) {
+  residuals_.set(std::move(residuals));
+  steps_.clear();
+  warmup_over_ = true;
+}
+
+void TopKCompressor::clearResiduals() {
+  residuals_.clear();
+  steps_.clear();
+  warmup_over_ = true;
 }
 
 size_t TopKCompressor::selectCount(double ratio, size_t count) {
@@ -54,6 +77,7 @@ std::string TopKCompressor::spec() const {
   CompressionSpec s;
   s.kind = CompressionSpec::Kind::kTopK;
   s.ratio = ratio_;
+  s.warmup = warmup_;
   return canonicalCompressionSpec(s);
 }
 
@@ -78,7 +102,10 @@ Status TopKCompressor::compress(const void* input, size_t count, DataType dtype,
                                    "': " + std::to_string(count) +
                                    " elements exceed the 2^32 - 1 that u32 indices address");
   }
-  const size_t k = selectCount(ratio_, count);
+  // The warm-up count restarts, as the residual does, when the count changes.
+  WarmupCount& calls = steps_[name];
+  if (calls.count != count) calls = WarmupCount{count, 0};
+  const size_t k = selectCount(ratioAt(calls.calls++), count);
   std::vector<float>& acc = residuals_.residualFor(name, count);
 
   // acc = residual + gradient, in float32.

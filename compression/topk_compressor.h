@@ -16,6 +16,20 @@
 // (deterministic). NaN counts as an infinite magnitude (it is sent, and so
 // shows up in the result as it would uncompressed).
 //
+// Sparsity warm-up ("topk:<ratio>:warmup=N"; Lin et al. 2018, section 3.3:
+// sparsity rises exponentially 75 % -> 99.9 % over the first epochs, so that
+// early, fast-changing gradients are not held back). The n-th compress() of a
+// tensor name (n = 0, 1, ...) keeps the ratio
+//   r_n = r0 * (ratio / r0)^(n / N) for n < N, else ratio;  r0 = max(ratio, 0.25)
+// (25 % kept at first, DGC's first stage). N = 0: always `ratio`. The count
+// is per name and deterministic: every rank compresses a name the same number
+// of times (allreduce is collective), so all ranks pick the same k. It
+// restarts with the name's residual when the element count changes;
+// setResiduals()/clearResiduals() (an elastic restore, made on every rank)
+// end the warm-up of every name, so that ranks with different histories
+// agree again. packedBytes(count) is the size after the warm-up; during it
+// chunks are larger (packedBytesAt(n, count)), the same on every rank.
+//
 // Values travel as float16: what float16 cannot carry (the rounding error,
 // below 2^-11 relative; the excess of a finite value beyond +-65504, which is
 // sent saturated) stays in the residual, so error feedback makes up for it in
@@ -35,6 +49,9 @@
 // Threading: one thread at a time (the background thread).
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "compression/compressor.h"
@@ -44,11 +61,17 @@ namespace tutti {
 
 class TopKCompressor : public Compressor {
  public:
-  // ratio in (0, 1] (makeCompressor validates; anything else here is a bug).
-  explicit TopKCompressor(double ratio);
+  // ratio in (0, 1] (makeCompressor validates; anything else here is a bug);
+  // warmup: steps of sparsity warm-up per tensor name (0: none).
+  explicit TopKCompressor(double ratio, uint32_t warmup = 0);
 
   // The k for `count` elements at `ratio` (see above).
   static size_t selectCount(double ratio, size_t count);
+
+  // The ratio kept by the n-th compress() of a name (see warm-up above).
+  double ratioAt(uint64_t n) const;
+  // Exact chunk size of the n-th compress() of a name with `count` elements.
+  size_t packedBytesAt(uint64_t n, size_t count) const;
 
   double ratio() const { return ratio_; }
   std::string spec() const override;
@@ -64,11 +87,18 @@ class TopKCompressor : public Compressor {
                     size_t count) const override;
 
   const ResidualMap& residuals() const override { return residuals_.all(); }
-  void setResiduals(ResidualMap residuals) override { residuals_.set(std::move(residuals)); }
-  void clearResiduals() override { residuals_.clear(); }
+  void setResiduals(ResidualMap residuals) override;
+  void clearResiduals() override;
 
  private:
   double ratio_;
+  uint32_t warmup_;
+  bool warmup_over_ = false;  // set by a restore
+  struct WarmupCount {
+    size_t count = 0;    // the name's element count when counting started
+    uint64_t calls = 0;  // compress() calls of the name since then
+  };
+  std::unordered_map<std::string, WarmupCount> steps_;
   ResidualStore residuals_;
   std::vector<float> scratch_;  // magnitudes for nth_element; converted input
 };

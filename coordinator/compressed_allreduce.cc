@@ -78,28 +78,25 @@ Status gatherAllreduce(const Response& r, const std::vector<const TensorEntry*>&
                        int size, CompressionScratch* scratch) {
   const size_t elem = dataTypeSize(r.dtype);
   const size_t n = r.names.size();
+  // Chunk sizes are what compress() produced: the same on every rank (they
+  // depend on the count, the spec and, during a top-k warm-up, the number of
+  // earlier steps of the name, which every rank shares).
   std::vector<size_t> chunk_bytes(n);
-  size_t largest = 0;
-  for (size_t i = 0; i < n; ++i) {
-    chunk_bytes[i] = compressor.packedBytes(static_cast<size_t>(r.sizes[i]));
-    largest = std::max(largest, static_cast<size_t>(r.sizes[i]));
-  }
-  const size_t per_rank = std::accumulate(chunk_bytes.begin(), chunk_bytes.end(), size_t{0});
+  const size_t largest = static_cast<size_t>(*std::max_element(r.sizes.begin(), r.sizes.end()));
   uint8_t* staging = scratch->staging.reserve(largest * elem);
-  scratch->packed.resize(per_rank);
+  scratch->packed.clear();
   {
     std::unique_lock<std::mutex> state = compressors.lockState();
-    size_t offset = 0;
     for (size_t i = 0; i < n; ++i) {
       const size_t count = static_cast<size_t>(r.sizes[i]);
       const void* input = stagedInput(entries[i], count, r.dtype, r.prescale, staging);
       TUTTI_RETURN_IF_ERROR(
           compressor.compress(input, count, r.dtype, r.names[i], &scratch->chunk));
-      TUTTI_CHECK_EQ(scratch->chunk.size(), chunk_bytes[i]);
-      std::memcpy(scratch->packed.data() + offset, scratch->chunk.data(), chunk_bytes[i]);
-      offset += chunk_bytes[i];
+      chunk_bytes[i] = scratch->chunk.size();
+      scratch->packed.insert(scratch->packed.end(), scratch->chunk.begin(), scratch->chunk.end());
     }
   }
+  const size_t per_rank = scratch->packed.size();
   scratch->gathered.resize(per_rank * static_cast<size_t>(size));
   TUTTI_RETURN_IF_ERROR(backend.allgatherv(scratch->packed.data(), scratch->gathered.data(),
                                            std::vector<size_t>(size, per_rank)));
@@ -127,6 +124,68 @@ Status gatherAllreduce(const Response& r, const std::vector<const TensorEntry*>&
   return Status::ok();
 }
 
+// kQuantisedRing: the fused group as one float32 vector (prescaled inputs,
+// zeros for a joined rank) with the tensors' residuals alongside, through
+// the compressed ring; residuals are copied in and out under the state lock
+// so a snapshot sees them before or after the step, never during (a restore
+// made while the ring runs is overwritten by the step's residuals).
+Status ringAllreduce(const Response& r, const std::vector<const TensorEntry*>& entries,
+                     Compressor& compressor, CompressorSet& compressors, Backend& backend, int size,
+                     CompressionScratch* scratch) {
+  const size_t n = r.names.size();
+  const size_t total =
+      static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
+  scratch->own.resize(total);
+  scratch->residual.resize(total);
+  scratch->dense.resize(total);
+  float* const own = scratch->own.data();
+  size_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t count = static_cast<size_t>(r.sizes[i]);
+    if (entries[i] == nullptr) {
+      std::fill_n(own + offset, count, 0.0f);
+    } else {
+      TUTTI_CHECK_EQ(static_cast<int64_t>(count), entries[i]->input.numElements());
+      toFloat32(entries[i]->input.data, count, r.dtype, own + offset);
+      scale(own + offset, count, DataType::kFloat32, r.prescale);
+    }
+    offset += count;
+  }
+  auto moveResiduals = [&](bool in) {
+    std::unique_lock<std::mutex> state = compressors.lockState();
+    size_t at = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t count = static_cast<size_t>(r.sizes[i]);
+      std::vector<float>* kept = compressor.residualFor(r.names[i], count);
+      TUTTI_CHECK(kept != nullptr);
+      float* fused = scratch->residual.data() + at;
+      if (in) {
+        std::copy_n(kept->data(), count, fused);
+      } else {
+        std::copy_n(fused, count, kept->data());
+      }
+      at += count;
+    }
+  };
+  moveResiduals(true);
+  std::vector<size_t> tensor_sizes(r.sizes.begin(), r.sizes.end());
+  TUTTI_RETURN_IF_ERROR(quantisedRingAllreduce(backend, compressor, tensor_sizes, own,
+                                               scratch->residual.data(), scratch->dense.data(),
+                                               &scratch->ring));
+  moveResiduals(false);
+  const double post = r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size : 1.0);
+  offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t count = static_cast<size_t>(r.sizes[i]);
+    if (entries[i] != nullptr) {
+      fromFloat32(scratch->dense.data() + offset, count, r.dtype, entries[i]->output.data);
+      scale(entries[i]->output.data, count, r.dtype, post);
+    }
+    offset += count;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status compressedAllreduce(const Response& r, const std::vector<const TensorEntry*>& entries,
@@ -136,6 +195,9 @@ Status compressedAllreduce(const Response& r, const std::vector<const TensorEntr
   TUTTI_CHECK_EQ(entries.size(), r.names.size());
   if (compressor.exchangeKind() == ExchangeKind::kAllreduce) {
     return castAllreduce(r, entries, compressor, backend, size, scratch);
+  }
+  if (compressor.exchangeKind() == ExchangeKind::kQuantisedRing) {
+    return ringAllreduce(r, entries, compressor, compressors, backend, size, scratch);
   }
   return gatherAllreduce(r, entries, compressor, compressors, backend, size, scratch);
 }

@@ -11,9 +11,16 @@
 //    allreduced in float16/bfloat16 (the ring adds in float32), and
 //    decompressed into each output. For kAverage the 1/size is applied before
 //    the sum (as a prescale) so that float16 sums stay below 65504.
-//  - Sparse/quantised kinds (topk, int8; kAllgather): each tensor is
+//  - Re-quantised kinds (int8; kQuantisedRing): the fused group goes as one
+//    float32 vector through coordinator/compressed_ring_allreduce.h (ring
+//    reduce-scatter of quantised chunks, re-quantised at each hop with the
+//    tensors' residuals, then an allgather of the reduced chunks), and is
+//    written back to each output with postscale (and 1/size for kAverage).
+//    Residuals stay per tensor name, one float32 per element.
+//  - Sparse kinds (topk; kAllgather): each tensor is
 //    compressed on its own under its own name (error-feedback residuals are
-//    per tensor, whatever the fusion), the fixed-size chunks are allgathered,
+//    per tensor, whatever the fusion), the chunks are allgathered (their
+//    sizes are what compress() produced, the same on every rank),
 //    and every rank sums every rank's chunk in float32 into the output, then
 //    applies postscale (and 1/size for kAverage).
 //
@@ -22,12 +29,14 @@
 // a bug or a rank with other settings). Outputs are complete only on success.
 //
 // Threading: background thread only; compress() runs under
-// CompressorSet::lockState() so residual snapshots never see half a step.
+// CompressorSet::lockState(), and the ring's residuals are copied in and out
+// under it, so residual snapshots never see half a step.
 
 #include <cstdint>
 #include <vector>
 
 #include "compression/compressor.h"
+#include "coordinator/compressed_ring_allreduce.h"
 #include "coordinator/compressor_set.h"
 #include "coordinator/fusion.h"
 #include "coordinator/tensor_queue.h"
@@ -43,7 +52,10 @@ struct CompressionScratch {
   std::vector<uint8_t> chunk;     // one tensor's compressed chunk
   std::vector<uint8_t> packed;    // this rank's chunks (or the cast wire buffer)
   std::vector<uint8_t> gathered;  // every rank's chunks
-  std::vector<float> dense;       // float32 sums for non-float32 outputs
+  std::vector<float> dense;       // float32 sums for non-float32 outputs (ring: all outputs)
+  std::vector<float> own;         // kQuantisedRing: this rank's fused float32 contribution
+  std::vector<float> residual;    // kQuantisedRing: the fused tensors' residuals
+  QuantisedRingScratch ring;
 };
 
 // entries[i] is this rank's entry for r.names[i], or nullptr (a joined rank).

@@ -14,6 +14,12 @@ Status CountingBackend::allreduce(void* buf, size_t count, DataType dtype, Reduc
   return inner_.allreduce(buf, count, dtype, op);
 }
 
+Status CountingBackend::allreduceOutOfPlace(const void* in, void* out, size_t count,
+                                            DataType dtype, ReduceOp op) {
+  add(2 * share(static_cast<uint64_t>(count) * dataTypeSize(dtype)));
+  return inner_.allreduceOutOfPlace(in, out, count, dtype, op);
+}
+
 Status CountingBackend::allgatherv(const void* input, void* output,
                                    const std::vector<size_t>& bytes_per_rank) {
   const int n = size();
@@ -45,6 +51,12 @@ Status CountingBackend::reducescatter(const void* input, void* output,
   const uint64_t elements = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
   add(share(elements * dataTypeSize(dtype)));
   return inner_.reducescatter(input, output, counts, dtype, op);
+}
+
+Status CountingBackend::ringExchange(const void* send, size_t send_bytes, void* recv,
+                                     size_t recv_bytes) {
+  if (size() > 1) add(send_bytes);
+  return inner_.ringExchange(send, send_bytes, recv, recv_bytes);
 }
 
 }  // namespace tutti

@@ -6,7 +6,8 @@
 //
 // The count is algorithm-aware, in the tcp backend's ring terms (the mpi
 // backend is counted the same way, as the ring-equivalent):
-//   allreduce      2 (n-1) / n * bytes        (ring reduce-scatter + allgather)
+//   allreduce      2 (n-1) / n * bytes        (ring reduce-scatter + allgather;
+//                  also allreduceOutOfPlace)
 //   allgatherv     sum of the blocks except the right neighbour's (the ring
 //                  forwards every block but that one; (n-1) * chunk when even)
 //   reducescatter  (n-1) / n * input bytes
@@ -14,6 +15,7 @@
 //   broadcast      (n-1) / n * bytes (a chain/tree moves n-1 copies; this is
 //                  the per-rank mean)
 //   barrier        0
+//   ringExchange   the bytes sent to the right neighbour
 // Transport headers and the negotiation's control messages are not counted.
 // A collective is counted when it is asked for, whether it succeeds or not.
 //
@@ -37,6 +39,8 @@ class CountingBackend : public Backend {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
+                             ReduceOp op) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;
@@ -45,6 +49,7 @@ class CountingBackend : public Backend {
   Status reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
                        DataType dtype, ReduceOp op) override;
   Status barrier() override { return inner_.barrier(); }
+  Status ringExchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) override;
 
  private:
   void add(uint64_t bytes) { bytes_sent_->fetch_add(bytes, std::memory_order_relaxed); }

@@ -1,5 +1,7 @@
 #include "coordinator/executor.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -10,6 +12,9 @@
 namespace tutti {
 
 namespace {
+
+// A fused allreduce runs in pieces of this many bytes (see Executor::allreduce).
+constexpr size_t kFusionPieceBytes = 1 << 20;
 
 // The backend reduces average as a sum; the executor divides afterwards.
 ReduceOp backendOp(ReduceOp op) {
@@ -98,42 +103,74 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
     const TensorEntry& e = *entries[0];
     const size_t count = static_cast<size_t>(r.sizes[0]);
     TUTTI_CHECK_EQ(static_cast<int64_t>(count), e.input.numElements());
-    if (e.output.data != e.input.data && count > 0) {
-      std::memcpy(e.output.data, e.input.data, count * elem);
+    if (r.prescale == 1.0) {
+      // The backend reads the input as this rank's contribution: no copy.
+      TUTTI_RETURN_IF_ERROR(
+          backend_.allreduceOutOfPlace(e.input.data, e.output.data, count, r.dtype, op));
+    } else {
+      if (e.output.data != e.input.data && count > 0) {
+        std::memcpy(e.output.data, e.input.data, count * elem);
+      }
+      scale(e.output.data, count, r.dtype, r.prescale);
+      TUTTI_RETURN_IF_ERROR(backend_.allreduce(e.output.data, count, r.dtype, op));
     }
-    scale(e.output.data, count, r.dtype, r.prescale);
-    TUTTI_RETURN_IF_ERROR(backend_.allreduce(e.output.data, count, r.dtype, op));
     scale(e.output.data, count, r.dtype, out_scale);
     return Status::ok();
   }
-  const int64_t total = std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0});
-  uint8_t* buf = fusion_buffer_.reserve(static_cast<size_t>(total) * elem);
-  // Stage each tensor right before the collective (prescaled copy, or zeros
-  // for a joined rank).
-  size_t offset = 0;
   for (size_t i = 0; i < r.names.size(); ++i) {
-    const size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
-    if (entries[i] != nullptr) {
-      TUTTI_CHECK_EQ(r.sizes[i], entries[i]->input.numElements());
-      if (bytes > 0) std::memcpy(buf + offset, entries[i]->input.data, bytes);
-      scale(buf + offset, static_cast<size_t>(r.sizes[i]), r.dtype, r.prescale);
-    } else {
-      std::memset(buf + offset, 0, bytes);
-    }
-    offset += bytes;
+    if (entries[i] != nullptr) TUTTI_CHECK_EQ(r.sizes[i], entries[i]->input.numElements());
   }
-  collective_.start = std::chrono::steady_clock::now();
-  TUTTI_RETURN_IF_ERROR(backend_.allreduce(buf, static_cast<size_t>(total), r.dtype, op));
-  collective_.end = std::chrono::steady_clock::now();
-  offset = 0;
-  for (size_t i = 0; i < r.names.size(); ++i) {
-    const size_t bytes = static_cast<size_t>(r.sizes[i]) * elem;
-    if (entries[i] != nullptr && bytes > 0) {
-      void* out = entries[i]->output.data;
-      std::memcpy(out, buf + offset, bytes);
-      scale(out, static_cast<size_t>(r.sizes[i]), r.dtype, out_scale);
+  // The fused tensors, laid end to end, are reduced in pieces of at most
+  // kFusionPieceBytes: piece k is staged (prescaled copy, or zeros for a
+  // joined rank), reduced and copied out (scaled) while it is still in the
+  // cache, through one piece-sized buffer. The pieces depend only on the
+  // response, so every rank makes the same backend calls.
+  const size_t total =
+      static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
+  static const size_t piece_bytes_tmp = std::getenv("TMP_PIECE") ? std::strtoull(std::getenv("TMP_PIECE"), nullptr, 10) : kFusionPieceBytes;  // TEMPORARY
+  // A lone tensor staged here (this rank joined) is reduced in one call, as
+  // the ranks that have it do.
+  const size_t piece = r.names.size() > 1 ? std::max<size_t>(1, piece_bytes_tmp / elem)
+                                          : std::max<size_t>(1, total);
+  uint8_t* buf = fusion_buffer_.reserve(std::min(total, piece) * elem);
+  size_t first = 0;        // first tensor that ends after the current piece's start
+  size_t first_begin = 0;  // its first element in the fused layout
+  for (size_t begin = 0; begin < total; begin += piece) {
+    const size_t end = std::min(total, begin + piece);
+    // Calls fn(i, from, to, n): n elements of tensor i starting at its element
+    // `from`, at element `to` of the piece.
+    auto forEachPart = [&](auto&& fn) {
+      size_t at = first_begin;
+      for (size_t i = first; i < r.names.size() && at < end; ++i) {
+        const size_t size = static_cast<size_t>(r.sizes[i]);
+        const size_t lo = std::max(at, begin);
+        const size_t hi = std::min(at + size, end);
+        if (lo < hi) fn(i, lo - at, lo - begin, hi - lo);
+        at += size;
+      }
+    };
+    forEachPart([&](size_t i, size_t from, size_t to, size_t n) {
+      if (entries[i] != nullptr) {
+        std::memcpy(buf + to * elem, static_cast<const uint8_t*>(entries[i]->input.data) + from * elem,
+                    n * elem);
+        scale(buf + to * elem, n, r.dtype, r.prescale);
+      } else {
+        std::memset(buf + to * elem, 0, n * elem);
+      }
+    });
+    const auto started = std::chrono::steady_clock::now();
+    if (begin == 0) collective_.start = started;
+    TUTTI_RETURN_IF_ERROR(backend_.allreduce(buf, end - begin, r.dtype, op));
+    collective_.end = std::chrono::steady_clock::now();
+    forEachPart([&](size_t i, size_t from, size_t to, size_t n) {
+      if (entries[i] == nullptr) return;
+      uint8_t* out = static_cast<uint8_t*>(entries[i]->output.data) + from * elem;
+      std::memcpy(out, buf + to * elem, n * elem);
+      scale(out, n, r.dtype, out_scale);
+    });
+    while (first < r.names.size() && first_begin + static_cast<size_t>(r.sizes[first]) <= end) {
+      first_begin += static_cast<size_t>(r.sizes[first++]);
     }
-    offset += bytes;
   }
   return Status::ok();
 }

@@ -2,8 +2,9 @@
 
 // The executor: runs one op Response on this rank's Backend.
 //
-//  - allreduce: a single tensor is reduced directly in its output buffer
-//    (input copied there first unless in place). A fused response stages
+//  - allreduce: a single tensor is reduced directly into its output buffer
+//    (Backend::allreduceOutOfPlace reads the input, no copy; with a prescale
+//    the input is copied to the output and scaled there first). A fused response stages
 //    every tensor in the fusion buffer (one collective), then copies out.
 //    prescale is applied to the staged copy, postscale (times 1/size for
 //    average) to the result; integers scale in float64 and round

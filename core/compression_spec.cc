@@ -41,7 +41,7 @@ bool parseRatio(const std::string& text, double* ratio) {
   return errno == 0 && end == text.c_str() + text.size() && std::isfinite(*ratio);
 }
 
-bool parseBlockSize(const std::string& text, uint64_t* value) {
+bool parseWholeNumber(const std::string& text, uint64_t* value) {
   if (text.empty() || text.size() > 9) return false;
   *value = 0;
   for (char c : text) {
@@ -54,7 +54,8 @@ bool parseBlockSize(const std::string& text, uint64_t* value) {
 }  // namespace
 
 const char* compressionSpecHelp() {
-  return "none, fp16, bf16, topk:<ratio in (0, 1]> (e.g. topk:0.01), int8 (blocks of 256) or "
+  return "none, fp16, bf16, topk:<ratio in (0, 1]> (e.g. topk:0.01), "
+         "topk:<ratio>:warmup=<steps> (e.g. topk:0.01:warmup=100), int8 (blocks of 256) or "
          "int8:<block size in [1, 16777216]>";
 }
 
@@ -73,14 +74,26 @@ Status parseCompressionSpec(const std::string& spec, CompressionSpec* out) {
                                    : CompressionSpec::Kind::kNone;
   } else if (kind == "topk") {
     if (!has_arg) return badSpec(spec, "topk needs a ratio, e.g. topk:0.01");
-    if (!parseRatio(arg, &parsed.ratio)) return badSpec(spec, "'" + arg + "' is not a number");
+    const size_t option = arg.find(':');
+    const std::string ratio = arg.substr(0, option);
+    if (option != std::string::npos) {
+      const std::string text = arg.substr(option + 1);
+      const std::string key = "warmup=";
+      uint64_t steps = 0;
+      if (text.compare(0, key.size(), key) != 0 ||
+          !parseWholeNumber(text.substr(key.size()), &steps)) {
+        return badSpec(spec, "'" + text + "' is not warmup=<steps> (a whole number)");
+      }
+      parsed.warmup = static_cast<uint32_t>(steps);  // at most 9 digits
+    }
+    if (!parseRatio(ratio, &parsed.ratio)) return badSpec(spec, "'" + ratio + "' is not a number");
     if (!(parsed.ratio > 0.0 && parsed.ratio <= 1.0)) {
-      return badSpec(spec, "the topk ratio must be in (0, 1], got " + arg);
+      return badSpec(spec, "the topk ratio must be in (0, 1], got " + ratio);
     }
     parsed.kind = CompressionSpec::Kind::kTopK;
   } else if (kind == "int8") {
     uint64_t block = CompressionSpec::kDefaultInt8Block;
-    if (has_arg && !parseBlockSize(arg, &block)) {
+    if (has_arg && !parseWholeNumber(arg, &block)) {
       return badSpec(spec, "'" + arg + "' is not a block size (a whole number)");
     }
     if (block < 1 || block > CompressionSpec::kMaxInt8Block) {
@@ -110,7 +123,8 @@ std::string canonicalCompressionSpec(const CompressionSpec& spec) {
         std::snprintf(buf, sizeof(buf), "%.*g", precision, spec.ratio);
         if (std::strtod(buf, nullptr) == spec.ratio) break;
       }
-      return std::string("topk:") + buf;
+      return std::string("topk:") + buf +
+             (spec.warmup > 0 ? ":warmup=" + std::to_string(spec.warmup) : std::string());
     }
     case CompressionSpec::Kind::kInt8:
       return "int8:" + std::to_string(spec.block);

@@ -40,8 +40,8 @@ const SettingFlag kSettingFlags[] = {
      "collective backend: tcp, mpi, nccl (CUDA tensors), or auto = mpi under mpirun, else tcp "
      "(default auto)"},
     {"--compression", "TUTTI_COMPRESSION", 1, "SPEC",
-     "default compression of float allreduce: none, fp16, bf16, topk:<ratio>, int8[:<block>] "
-     "(default none)"},
+     "default compression of float allreduce: none, fp16, bf16, topk:<ratio>[:warmup=<steps>], "
+     "int8[:<block>] (default none)"},
     {"--compression-zstd-level", "TUTTI_COMPRESSION_ZSTD_LEVEL", 1, "N",
      "zstd level 1..19 for the tcp backend's wire segments; 0: off (default 0; not yet applied)"},
     {"--timeline-filename", "TUTTI_TIMELINE", 1, "FILE",

@@ -11,10 +11,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "ops/algorithms/ring.h"
 
 namespace tutti {
 
@@ -28,6 +30,16 @@ class Backend {
   // In place: buf[i] = op over ranks of buf[i], for `count` elements. kAverage
   // is not passed here (the coordinator sums and scales).
   virtual Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) = 0;
+
+  // Out of place: out[i] = op over ranks of in[i]; `in` is not modified.
+  // `in` and `out` do not overlap unless equal. The default copies `in` into
+  // `out` and reduces in place; a backend may read `in` as its first
+  // contribution instead (the tcp ring does), saving that pass over memory.
+  virtual Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
+                                     ReduceOp op) {
+    if (in != out && count > 0) std::memcpy(out, in, count * dataTypeSize(dtype));
+    return allreduce(out, count, dtype, op);
+  }
 
   // Rank r contributes `bytes_per_rank[r]` bytes from `input`; `output`
   // receives every rank's bytes in rank order (sum of bytes_per_rank).
@@ -50,6 +62,27 @@ class Backend {
 
   // Returns on every rank only after every rank entered it.
   virtual Status barrier() = 0;
+
+  // One ring hop of opaque bytes, for compressed ring algorithms
+  // (coordinator/compressed_ring_allreduce.h): sends `send_bytes` bytes from
+  // `send` to the right neighbour (ring::rightOf(rank, size)) and receives
+  // exactly `recv_bytes` bytes from the left one (ring::leftOf) into `recv`;
+  // returns when both are done. Every rank calls it at the same point, and
+  // what a rank sends is exactly what its right neighbour expects to receive.
+  // `send` and `recv` must not overlap. One rank: nothing moves.
+  // The default is an alltoallv whose only non-empty blocks are those two
+  // (the pairwise algorithm, ops/algorithms/alltoall_pairwise.h, moves
+  // nothing for an empty block, so this is one exchange with each neighbour);
+  // a backend may override it with a direct send and receive.
+  virtual Status ringExchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) {
+    const int n = size();
+    if (n <= 1) return Status::ok();
+    std::vector<size_t> sends(static_cast<size_t>(n), 0);
+    std::vector<size_t> recvs(static_cast<size_t>(n), 0);
+    sends[static_cast<size_t>(ring::rightOf(rank(), n))] = send_bytes;
+    recvs[static_cast<size_t>(ring::leftOf(rank(), n))] = recv_bytes;
+    return alltoallv(send, sends, recv, recvs);
+  }
 };
 
 }  // namespace tutti

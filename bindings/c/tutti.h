@@ -233,8 +233,9 @@ TUTTI_API int tutti_grouped_allreduce_async(int count, const tutti_tensor* input
 /*
  * tutti_allreduce_async and tutti_grouped_allreduce_async with a compression
  * spec for this op: "none", "fp16", "bf16", "topk:<ratio in (0, 1]>" (e.g.
- * "topk:0.01", with error feedback), "int8" or "int8:<block size>" (with
- * error feedback); NULL or "" = the job's TUTTI_COMPRESSION (default none).
+ * "topk:0.01", with error feedback; "topk:0.01:warmup=200" with a sparsity
+ * warm-up over each tensor's first 200 steps), "int8" or "int8:<block size>"
+ * (with error feedback); NULL or "" = the job's TUTTI_COMPRESSION (default none).
  * Compression applies to TUTTI_SUM/TUTTI_AVERAGE of floating-point tensors
  * and runs on the background thread; integer and bool tensors and other ops
  * pass through unchanged. Every rank must pass the same spec for a tensor

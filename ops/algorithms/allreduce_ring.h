@@ -27,4 +27,11 @@ namespace tutti {
 Status allreduceRing(Transport& transport, void* buf, size_t count, DataType dtype, ReduceOp op,
                      size_t segment_bytes, std::vector<uint8_t>* scratch);
 
+// Out of place: out[i] = op over ranks of in[i]; `in` is only read (it is
+// this rank's first contribution; received segments land straight in `out`),
+// so no copy of the input is made. `in` and `out` must not overlap unless
+// they are equal (then this is the in-place call above).
+Status allreduceRing(Transport& transport, const void* in, void* out, size_t count, DataType dtype,
+                     ReduceOp op, size_t segment_bytes, std::vector<uint8_t>* scratch);
+
 }  // namespace tutti

@@ -43,6 +43,11 @@ Status TcpBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp o
   return allreduceRing(transport_, buf, count, dtype, op, segment_bytes_, &scratch_);
 }
 
+Status TcpBackend::allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
+                                       ReduceOp op) {
+  return allreduceRing(transport_, in, out, count, dtype, op, segment_bytes_, &scratch_);
+}
+
 Status TcpBackend::allgatherv(const void* input, void* output,
                               const std::vector<size_t>& bytes_per_rank) {
   TUTTI_RETURN_IF_ERROR(checkPerRank("allgatherv bytes_per_rank", bytes_per_rank, size()));

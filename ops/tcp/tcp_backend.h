@@ -20,6 +20,8 @@ class TcpBackend : public Backend {
   int rank() const override;
   int size() const override;
   Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
+                             ReduceOp op) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;

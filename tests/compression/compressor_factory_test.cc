@@ -26,10 +26,12 @@ TEST(CompressorFactory, AcceptedSpecs) {
       {"TopK:1", "topk:1", ExchangeKind::kAllgather},
       {"topk:.25", "topk:0.25", ExchangeKind::kAllgather},
       {"topk:1e-3", "topk:0.001", ExchangeKind::kAllgather},
-      {"int8", "int8:256", ExchangeKind::kAllgather},
-      {"int8:512", "int8:512", ExchangeKind::kAllgather},
-      {"int8:1", "int8:1", ExchangeKind::kAllgather},
-      {"int8:16777216", "int8:16777216", ExchangeKind::kAllgather},
+      {"topk:0.01:warmup=100", "topk:0.01:warmup=100", ExchangeKind::kAllgather},
+      {"TOPK:0.01:WARMUP=0", "topk:0.01", ExchangeKind::kAllgather},
+      {"int8", "int8:256", ExchangeKind::kQuantisedRing},
+      {"int8:512", "int8:512", ExchangeKind::kQuantisedRing},
+      {"int8:1", "int8:1", ExchangeKind::kQuantisedRing},
+      {"int8:16777216", "int8:16777216", ExchangeKind::kQuantisedRing},
   };
   for (const Case& c : cases) {
     std::unique_ptr<Compressor> comp;
@@ -45,11 +47,36 @@ TEST(CompressorFactory, AcceptedSpecs) {
 }
 
 TEST(CompressorFactory, RejectedSpecsSayWhatIsAccepted) {
-  for (const char* spec :
-       {"fp32",     "topk",          "topk:",           "topk:0",    "topk:1.5",    "topk:-0.1",
-        "topk:abc", "topk:nan",      "topk:inf",        "topk:0.1x", "topk:0x1p-3", "int8:0",
-        "int8:-1",  "int8:16777217", "int8:9999999999", "int8:2.5",  "int8:",       "fp16:2",
-        "none:1",   "bf16:x",        "top-k:0.01",      ":",         "gzip"}) {
+  for (const char* spec : {"fp32",
+                           "topk",
+                           "topk:",
+                           "topk:0",
+                           "topk:1.5",
+                           "topk:-0.1",
+                           "topk:abc",
+                           "topk:nan",
+                           "topk:inf",
+                           "topk:0.1x",
+                           "topk:0x1p-3",
+                           "int8:0",
+                           "int8:-1",
+                           "int8:16777217",
+                           "int8:9999999999",
+                           "int8:2.5",
+                           "int8:",
+                           "fp16:2",
+                           "none:1",
+                           "bf16:x",
+                           "top-k:0.01",
+                           ":",
+                           "gzip",
+                           "topk:0.01:",
+                           "topk:0.01:warmup=",
+                           "topk:0.01:warmup=-1",
+                           "topk:0.01:warmup=1e3",
+                           "topk:0.01:warmup=1000000000",
+                           "topk:0.01:steps=5",
+                           "topk::warmup=5"}) {
     std::unique_ptr<Compressor> comp;
     const Status st = makeCompressor(spec, &comp);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << spec;

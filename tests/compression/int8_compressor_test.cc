@@ -52,6 +52,26 @@ TEST_P(Int8Blocks, RoundTripWithinHalfAScale) {
 
 INSTANTIATE_TEST_SUITE_P(BlockSizes, Int8Blocks, ::testing::Values(1u, 7u, 256u, 512u, 100000u));
 
+// quantise() (one ring hop) writes compress()'s format and leaves exactly
+// what the chunk does not carry: decoded + left == the values before.
+TEST(Int8Compressor, QuantiseLeavesWhatTheChunkDoesNotCarry) {
+  Int8Compressor comp(64);
+  EXPECT_EQ(comp.exchangeKind(), ExchangeKind::kQuantisedRing);
+  const std::vector<float> before = randomGradient(1000, 11);
+  std::vector<float> acc = before;
+  std::vector<uint8_t> packed(comp.packedBytes(1000));
+  ASSERT_TRUE(comp.quantise(acc.data(), 1000, packed.data()).isOk());
+  std::vector<float> decoded(1000, 0.0f);
+  ASSERT_TRUE(comp.accumulate(packed.data(), packed.size(), decoded.data(), 1000).isOk());
+  for (size_t i = 0; i < 1000; ++i) {
+    EXPECT_FLOAT_EQ(decoded[i] + acc[i], before[i]) << i;
+  }
+  // The residual slot for the ring is the one compress() uses.
+  std::vector<float>* kept = comp.residualFor("t", 1000);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->size(), 1000u);
+}
+
 TEST(Int8Compressor, ZeroAndNonFiniteBlocks) {
   Int8Compressor comp(4);
   std::vector<float> g = {0,

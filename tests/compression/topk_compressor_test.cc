@@ -179,5 +179,37 @@ TEST(TopKCompressor, CorruptChunksAreErrors) {
   EXPECT_FALSE(comp.accumulate(bad.data(), bad.size(), dense.data(), 100).isOk());
 }
 
+// Sparsity warm-up: k follows r_n = 0.25 (ratio / 0.25)^(n / N) per name,
+// then ratio; the count restarts with a new shape; a restore ends it.
+TEST(TopKCompressor, WarmupFallsExponentiallyPerName) {
+  TopKCompressor comp(0.01, 4);
+  EXPECT_EQ(comp.spec(), "topk:0.01:warmup=4");
+  EXPECT_DOUBLE_EQ(comp.ratioAt(0), 0.25);
+  EXPECT_NEAR(comp.ratioAt(2), 0.05, 1e-12);  // geometric midpoint of 0.25 and 0.01
+  EXPECT_DOUBLE_EQ(comp.ratioAt(4), 0.01);
+  EXPECT_DOUBLE_EQ(comp.ratioAt(1000), 0.01);
+  const std::vector<float> g = randomGradient(1000, 5);
+  std::vector<uint8_t> packed;
+  for (uint64_t n = 0; n < 6; ++n) {
+    ASSERT_TRUE(comp.compress(g.data(), g.size(), DataType::kFloat32, "a", &packed).isOk());
+    EXPECT_EQ(packed.size(), comp.packedBytesAt(n, 1000)) << n;
+    std::vector<float> dense(1000, 0.0f);
+    ASSERT_TRUE(comp.accumulate(packed.data(), packed.size(), dense.data(), 1000).isOk());
+  }
+  EXPECT_EQ(packed.size(), comp.packedBytes(1000));  // 10 pairs after the warm-up
+  // Another name, and the same name with a new shape, start at 25 %.
+  ASSERT_TRUE(comp.compress(g.data(), 1000, DataType::kFloat32, "b", &packed).isOk());
+  EXPECT_EQ(packed.size(), 16u + 6u * 250u);
+  ASSERT_TRUE(comp.compress(g.data(), 400, DataType::kFloat32, "a", &packed).isOk());
+  EXPECT_EQ(packed.size(), 16u + 6u * 100u);
+  // A restore (every rank makes it) ends every warm-up.
+  comp.setResiduals(comp.residuals());
+  ASSERT_TRUE(comp.compress(g.data(), 1000, DataType::kFloat32, "c", &packed).isOk());
+  EXPECT_EQ(packed.size(), comp.packedBytes(1000));
+  // Without warm-up (and with ratio >= 0.25) nothing changes.
+  EXPECT_DOUBLE_EQ(TopKCompressor(0.01).ratioAt(0), 0.01);
+  EXPECT_DOUBLE_EQ(TopKCompressor(0.5, 10).ratioAt(0), 0.5);
+}
+
 }  // namespace
 }  // namespace tutti

@@ -89,6 +89,49 @@ INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceTest,
                                   dataTypeName(std::get<1>(info.param));
                          });
 
+// The out-of-place ring (Executor's unfused path): `in` is the first
+// contribution and is never written; the result lands in `out`.
+class AllreduceOutOfPlaceTest : public ::testing::TestWithParam<std::tuple<int, DataType>> {};
+
+TEST_P(AllreduceOutOfPlaceTest, InputUntouchedOutputExact) {
+  const int n = std::get<0>(GetParam());
+  const DataType t = std::get<1>(GetParam());
+  const size_t esize = dataTypeSize(t);
+  MemoryWorld world(n);
+  world.run([&](MemoryTransport& tr) {
+    const int r = tr.rank();
+    std::vector<uint8_t> scratch;
+    for (ReduceOp op : testing::allReduceOps()) {
+      for (size_t count : elementCounts(t, n)) {
+        std::vector<uint8_t> in(count * esize);
+        for (size_t i = 0; i < count; ++i) {
+          testing::setValue(in.data(), t, i, testing::inputValue(t, op, r, i));
+        }
+        const std::vector<uint8_t> in_copy = in;
+        std::vector<uint8_t> out(count * esize + 1, 0xab);
+        out.back() = 0xcd;
+        const Status st =
+            allreduceRing(tr, in.data(), out.data(), count, t, op, kSegmentBytes, &scratch);
+        ASSERT_TRUE(st.isOk()) << st.toString();
+        ASSERT_EQ(in, in_copy) << "input modified: " << label(t, op, count) << " rank " << r;
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(testing::getValue(out.data(), t, i), testing::expectedValue(t, op, n, i))
+              << label(t, op, count) << " rank " << r << " element " << i;
+        }
+        ASSERT_EQ(out.back(), 0xcd) << "wrote past the end: " << label(t, op, count);
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, AllreduceOutOfPlaceTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
+                                            ::testing::ValuesIn(testing::allDataTypes())),
+                         [](const ::testing::TestParamInfo<std::tuple<int, DataType>>& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  dataTypeName(std::get<1>(info.param));
+                         });
+
 // ------------------------------------------------------------ reducescatter
 
 class ReducescatterTest : public ::testing::TestWithParam<std::tuple<int, DataType>> {};
@@ -272,6 +315,14 @@ TEST_P(WorldTest, TcpBackendRunsEveryCollective) {
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_EQ(x[i], static_cast<float>(n * (n - 1) / 2 + n * (i % 100))) << i;
     }
+    std::vector<float> y(x.size());
+    const std::vector<float> x_copy = x;
+    ASSERT_TRUE(
+        backend
+            .allreduceOutOfPlace(x.data(), y.data(), x.size(), DataType::kFloat32, ReduceOp::kSum)
+            .isOk());
+    EXPECT_EQ(x, x_copy);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], static_cast<float>(n) * x[i]) << i;
 
     std::vector<uint8_t> big(300001);
     for (size_t i = 0; i < big.size(); ++i) big[i] = r == n - 1 ? patternByte(7, i) : 0;

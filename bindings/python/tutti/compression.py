@@ -11,6 +11,8 @@ compression/compressor.h in the source):
 - topk(ratio): only the largest ratio of the entries (by magnitude) of each
   tensor travel, as (index, float16 value) pairs; the rest is kept per tensor
   name and added to the next step's gradient (error feedback).
+  topk(ratio, warmup=N) keeps more at first (25 % falling exponentially to
+  ratio over N steps), as Deep Gradient Compression does.
 - int8(block): int8 values with a float32 scale per block of entries, with
   error feedback.
 
@@ -62,11 +64,20 @@ class Compression:
     bf16 = Compressor("bf16")
 
     @staticmethod
-    def topk(ratio):
-        """Top-k sparsification with error feedback; ratio in (0, 1], e.g. 0.01."""
+    def topk(ratio, warmup=0):
+        """Top-k sparsification with error feedback; ratio in (0, 1], e.g. 0.01.
+
+        warmup=N: Deep Gradient Compression's sparsity warm-up, the kept ratio
+        falling exponentially from 25 % to `ratio` over the first N steps of
+        each tensor ("topk:<ratio>:warmup=N"; 0: none)."""
         ratio = float(ratio)
         if not 0.0 < ratio <= 1.0:
             raise ValueError("topk ratio must be in (0, 1], got %r" % ratio)
+        if int(warmup) != warmup or not 0 <= warmup <= 999999999:
+            raise ValueError("topk warmup must be an integer in [0, 999999999], got %r"
+                             % (warmup,))
+        if warmup:
+            return Compressor("topk:%r:warmup=%d" % (ratio, warmup))
         return Compressor("topk:%r" % ratio)
 
     @staticmethod

@@ -6,10 +6,16 @@ of backward; step() waits for every handle, writes the reduced gradients back
 and runs the wrapped optimizer's step. Gradient names are "grad.<param name>"
 so that ranks match them whatever order the hooks fire in.
 
+With compress_updates (the default for top-k compression) no gradient is
+allreduced: step() runs the wrapped optimizer on the local gradient and
+averages the resulting parameter updates ("update.<param name>") through the
+compressed allreduce instead (see DistributedOptimizer).
+
 Thread-safety: like a torch optimizer, one training loop drives it; backward
 may run the hooks on autograd's threads.
 """
 
+import os
 import warnings
 from contextlib import contextmanager
 
@@ -22,10 +28,19 @@ from tutti.compression import native_spec
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor):
+                 gradient_predivide_factor, compress_updates):
         super(self.__class__, self).__init__(params)
         # A tutti compressor runs in C++ (spec); a Horovod-style one in Python.
         self._compression_spec, self._python_compression = native_spec(compression)
+        effective = (self._compression_spec if self._compression_spec is not None
+                     else os.environ.get("TUTTI_COMPRESSION", "none"))
+        if compress_updates is None:
+            compress_updates = effective.strip().lower().startswith("topk")
+        if compress_updates and (self._python_compression is not None or op != ops.Average
+                                 or backward_passes_per_step != 1):
+            raise ValueError("compress_updates needs a tutti compression, op=Average and "
+                             "backward_passes_per_step=1")
+        self._compress_updates = bool(compress_updates)
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
@@ -97,6 +112,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
+            if self._compress_updates:
+                return  # step() averages the updates instead of the gradients
             if p in self._handles and self._handles[p][0] is not None:
                 if self._allreduce_delay[p] <= 0:
                     raise AssertionError(
@@ -146,7 +163,34 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
+    def _step_compressed_updates(self, closure):
+        # Deep Gradient Compression's momentum correction (Lin et al. 2018,
+        # section 3.2), generalised to any optimizer as 1-bit Adam does (Tang
+        # et al. 2021): what is compressed (with error feedback) is the update
+        # the wrapped optimizer makes from this rank's gradient, not the
+        # gradient. Each rank steps its own optimizer state on its local
+        # gradient, the updates are averaged through the compressed
+        # allreduce, and every rank applies the same average, so parameters
+        # stay identical. Error feedback makes the applied updates sum to the
+        # ranks' mean update over time, which an adaptive optimizer's per-
+        # element normalisation would otherwise shrink for sparse gradients.
+        params = sorted(self._requires_update, key=lambda q: self._parameter_names[q])
+        before = [p.data.clone() for p in params]
+        loss = super(self.__class__, self).step(closure)
+        handles = []
+        for p, old in zip(params, before):
+            delta = p.data - old
+            p.data.copy_(old)
+            handles.append(ops.allreduce_async_(delta, name="update." + self._parameter_names[p],
+                                                op=ops.Average,
+                                                compression=self._compression_spec))
+        for p, handle in zip(params, handles):
+            p.data.add_(ops.synchronize(handle))
+        return loss
+
     def step(self, closure=None):
+        if self._compress_updates and size() > 1:
+            return self._step_compressed_updates(closure)
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without a loss.backward() since the last "
@@ -167,7 +211,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
                          backward_passes_per_step=1, op=ops.Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
+                         compress_updates=None):
     """Wraps a torch optimizer so that gradients are averaged (op) across ranks.
 
     optimizer: any torch.optim.Optimizer (its param_groups and options are
@@ -183,10 +228,19 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     before the sum and multiplies after (numerics only). num_groups, groups,
     sparse_as_dense, process_set: accepted for Horovod compatibility
     (grouping is done by tutti's fusion; sparse gradients are not supported).
+    compress_updates: True averages the wrapped optimizer's updates instead of
+    the gradients (each rank steps its own optimizer state on its local
+    gradient; the updates go through the compressed allreduce with error
+    feedback and every rank applies the same mean): Deep Gradient
+    Compression's momentum correction, in the form that also suits adaptive
+    optimizers (Adam). None (default): True for top-k compression (the spec
+    given, or the job default), False otherwise. Needs op=Average,
+    backward_passes_per_step=1 and a tutti compression. Optimizer state then
+    differs between ranks (each holds its own moments).
     """
     del num_groups, groups, sparse_as_dense
     ops._check_process_set(process_set)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor)
+               op, gradient_predivide_factor, compress_updates)
