@@ -14,8 +14,8 @@ Status CountingBackend::allreduce(void* buf, size_t count, DataType dtype, Reduc
   return inner_.allreduce(buf, count, dtype, op);
 }
 
-Status CountingBackend::allreduceOutOfPlace(const void* in, void* out, size_t count,
-                                            DataType dtype, ReduceOp op) {
+Status CountingBackend::allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
+                                            ReduceOp op) {
   add(2 * share(static_cast<uint64_t>(count) * dataTypeSize(dtype)));
   return inner_.allreduceOutOfPlace(in, out, count, dtype, op);
 }

@@ -1,7 +1,6 @@
 #include "coordinator/executor.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -124,18 +123,20 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
   // kFusionPieceBytes: piece k is staged (prescaled copy, or zeros for a
   // joined rank), reduced and copied out (scaled) while it is still in the
   // cache, through one piece-sized buffer. The pieces depend only on the
-  // response, so every rank makes the same backend calls.
+  // response, so every rank makes the same backend calls. For the timeline
+  // the collective spans the first piece's allreduce to the last one's.
   const size_t total =
       static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
-  static const size_t piece_bytes_tmp = std::getenv("TMP_PIECE") ? std::strtoull(std::getenv("TMP_PIECE"), nullptr, 10) : kFusionPieceBytes;  // TEMPORARY
   // A lone tensor staged here (this rank joined) is reduced in one call, as
   // the ranks that have it do.
-  const size_t piece = r.names.size() > 1 ? std::max<size_t>(1, piece_bytes_tmp / elem)
+  const size_t piece = r.names.size() > 1 ? std::max<size_t>(1, kFusionPieceBytes / elem)
                                           : std::max<size_t>(1, total);
   uint8_t* buf = fusion_buffer_.reserve(std::min(total, piece) * elem);
   size_t first = 0;        // first tensor that ends after the current piece's start
   size_t first_begin = 0;  // its first element in the fused layout
-  for (size_t begin = 0; begin < total; begin += piece) {
+  // (At least one call, also for 0 elements, as on the ranks that have a lone
+  // tensor.)
+  for (size_t begin = 0; begin == 0 || begin < total; begin += piece) {
     const size_t end = std::min(total, begin + piece);
     // Calls fn(i, from, to, n): n elements of tensor i starting at its element
     // `from`, at element `to` of the piece.
@@ -151,8 +152,8 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
     };
     forEachPart([&](size_t i, size_t from, size_t to, size_t n) {
       if (entries[i] != nullptr) {
-        std::memcpy(buf + to * elem, static_cast<const uint8_t*>(entries[i]->input.data) + from * elem,
-                    n * elem);
+        std::memcpy(buf + to * elem,
+                    static_cast<const uint8_t*>(entries[i]->input.data) + from * elem, n * elem);
         scale(buf + to * elem, n, r.dtype, r.prescale);
       } else {
         std::memset(buf + to * elem, 0, n * elem);

@@ -4,8 +4,10 @@
 //
 //  - allreduce: a single tensor is reduced directly into its output buffer
 //    (Backend::allreduceOutOfPlace reads the input, no copy; with a prescale
-//    the input is copied to the output and scaled there first). A fused response stages
-//    every tensor in the fusion buffer (one collective), then copies out.
+//    the input is copied to the output and scaled there first). A fused
+//    response is staged, reduced and copied out in cache-sized pieces
+//    (1 MiB) through the fusion buffer: one collective per piece, each piece
+//    reduced while it is still in the cache.
 //    prescale is applied to the staged copy, postscale (times 1/size for
 //    average) to the result; integers scale in float64 and round
 //    (ops/reduce.h). A rank without an entry for a name (it joined)
@@ -73,7 +75,9 @@ class Executor {
 
   // Start and end of the last execute()'s backend collective when it staged
   // its tensors in the fusion buffer (fused allreduce, reducescatter); unset
-  // (epoch) otherwise. For the timeline (coordinator/timeline.h).
+  // (epoch) otherwise. A fused allreduce in pieces: from the first piece's
+  // collective to the end of the last one's (the copies of the pieces between
+  // fall inside). For the timeline (coordinator/timeline.h).
   struct CollectiveTimes {
     std::chrono::steady_clock::time_point start, end;
   };

@@ -30,6 +30,10 @@
 //                the backend collective; args: bytes (the whole fused buffer),
 //                tensors (how many were fused), dtype.
 //   MEMCPY_OUT_FUSION_BUFFER  copy out of the fusion buffer and scaling.
+//                (A fused allreduce runs in 1 MiB pieces: MEMCPY_IN is the
+//                first piece's staging, the op span runs from the first
+//                piece's collective to the last one's with the pieces'
+//                copies in between, MEMCPY_OUT is the last piece's copy out.)
 //   ERROR        instant: an error response (mismatch, stall); args.message.
 // With mark_cycles, an instant CYCLE per background-loop round on the
 // "cycles" track (tid 0). Dropped records show as an instant DROPPED there.
