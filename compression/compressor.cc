@@ -1,5 +1,7 @@
 #include "compression/compressor.h"
 
+#include <algorithm>
+
 #include "compression/error_feedback.h"
 #include "core/check.h"
 #include "ops/reduce.h"
@@ -28,6 +30,22 @@ const ResidualMap& Compressor::residuals() const {
 }
 
 void Compressor::setResiduals(ResidualMap /*residuals*/) {}
+
+Status Compressor::decompressByAccumulating(const uint8_t* packed, size_t bytes, void* output,
+                                            size_t count, DataType dtype) const {
+  if (!appliesTo(dtype)) {
+    return Status::invalidArgument(spec() + " decompression: dtype " +
+                                   std::string(dataTypeName(dtype)) + " is not compressed");
+  }
+  if (dtype == DataType::kFloat32) {
+    std::fill_n(static_cast<float*>(output), count, 0.0f);
+    return accumulate(packed, bytes, static_cast<float*>(output), count);
+  }
+  std::vector<float> dense(count, 0.0f);
+  TUTTI_RETURN_IF_ERROR(accumulate(packed, bytes, dense.data(), count));
+  fromFloat32(dense.data(), count, dtype, output);
+  return Status::ok();
+}
 
 std::vector<float>& ResidualStore::residualFor(const std::string& name, size_t count) {
   std::vector<float>& r = residuals_[name];

@@ -150,6 +150,12 @@ class Compressor {
   virtual const ResidualMap& residuals() const;
   virtual void setResiduals(ResidualMap residuals);
   virtual void clearResiduals() {}
+
+ protected:
+  // decompress() for chunks that accumulate() decodes (top-k, int8): zeroes
+  // `output`, accumulates the chunk in float32 and converts to `dtype`.
+  Status decompressByAccumulating(const uint8_t* packed, size_t bytes, void* output, size_t count,
+                                  DataType dtype) const;
 };
 
 // Conversions between a tensor's dtype (float16, bfloat16, float32, float64)

@@ -200,18 +200,7 @@ Status TopKCompressor::accumulate(const uint8_t* packed, size_t bytes, float* de
 
 Status TopKCompressor::decompress(const uint8_t* packed, size_t bytes, void* output, size_t count,
                                   DataType dtype) const {
-  if (!appliesTo(dtype)) {
-    return Status::invalidArgument(spec() + " decompression: dtype " +
-                                   std::string(dataTypeName(dtype)) + " is not compressed");
-  }
-  if (dtype == DataType::kFloat32) {
-    std::fill_n(static_cast<float*>(output), count, 0.0f);
-    return accumulate(packed, bytes, static_cast<float*>(output), count);
-  }
-  std::vector<float> dense(count, 0.0f);
-  TUTTI_RETURN_IF_ERROR(accumulate(packed, bytes, dense.data(), count));
-  fromFloat32(dense.data(), count, dtype, output);
-  return Status::ok();
+  return decompressByAccumulating(packed, bytes, output, count, dtype);
 }
 
 }  // namespace tutti
