@@ -205,7 +205,10 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
                         << st.toString();
       continue;
     }
-    if (list.abort_code != StatusCode::kOk) return Status(list.abort_code, list.abort_message);
+    if (list.abort_code != StatusCode::kOk) {
+      told_by_rank0_ = true;
+      return Status(list.abort_code, list.abort_message);
+    }
     TUTTI_RETURN_IF_ERROR(executeList(list));
     if (list.shutdown) {
       // Ack, then wait (bounded by the shutdown deadline) for rank 0 to
@@ -250,9 +253,12 @@ Status RuntimeImpl::executeList(const ResponseList& list) {
       timeline_.recordExecution(resp, present, {listed, started, c.start, c.end, Clock::now()});
     }
     if (!st.isOk()) {
+      // Completed by abort() (with the cause rank 0 names, for a lost peer)
+      // or finishShutdown(), like every other pending op.
       for (size_t i = 0; i < n; ++i) {
-        if (present[i]) handles_.complete(present[i]->handle, failed(st));
+        if (present[i]) orphaned_.push_back(std::move(taken[i]));
       }
+      orphaned_status_ = st;
       return st;
     }
     cacheExecuted(resp, taken, present);
@@ -281,9 +287,33 @@ void RuntimeImpl::cacheExecuted(const Response& resp, const std::vector<TensorEn
   }
 }
 
-void RuntimeImpl::abort(const Status& status) {
+void RuntimeImpl::abort(const Status& detected) {
+  Status status = detected;
+  if (rank_ != 0 && status.code() == StatusCode::kPeerLost && !told_by_rank0_) {
+    // What this worker saw may be another survivor hanging up, not the rank
+    // that was lost. Rank 0 sees every worker's control connection and sends
+    // an abort notice naming the lost rank: wait briefly for it and prefer it.
+    const auto grace = std::min(std::chrono::duration<double>(1.0),
+                                std::chrono::duration<double>(settings_.timeout_seconds));
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(grace);
+    std::vector<ControlMessage> messages;
+    bool found = false;
+    while (!found && Clock::now() < deadline &&
+           bundle_.transport->drainControl(deadline, &messages).isOk()) {
+      for (const ControlMessage& m : messages) {
+        ResponseList list;
+        if (m.from_rank == 0 && deserialize(m.bytes, &list).isOk() &&
+            list.abort_code != StatusCode::kOk) {
+          status = Status(list.abort_code, list.abort_message);
+          found = true;
+        }
+      }
+    }
+  }
   TUTTI_LOG(kError) << "aborting every pending op: " << status.toString();
   for (TensorEntry& e : queue_.close(status)) handles_.complete(e.handle, failed(status));
+  for (TensorEntry& e : orphaned_) handles_.complete(e.handle, failed(status));
+  orphaned_.clear();
   if (rank_ == 0 && size_ > 1) {
     // Best effort: the transport may be broken already; closing the
     // connections below tells the workers in any case.
@@ -301,6 +331,8 @@ void RuntimeImpl::abort(const Status& status) {
 }
 
 void RuntimeImpl::finishShutdown() {
+  for (TensorEntry& e : orphaned_) handles_.complete(e.handle, failed(orphaned_status_));
+  orphaned_.clear();
   for (TensorEntry& e : queue_.close(Status::shutdown("tutti was shut down"))) {
     handles_.complete(
         e.handle, failed(Status::shutdown(std::string(opTypeName(e.request.type)) + " '" +

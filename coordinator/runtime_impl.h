@@ -117,6 +117,10 @@ class RuntimeImpl {
   std::vector<Response> held_;              // rank 0: decided, waiting for the cycle time
   Clock::time_point held_since_;
   bool shutdown_started_ = false;
+  bool told_by_rank0_ = false;  // worker: the abort came as rank 0's notice
+  // Entries whose collective failed: completed by abort() or finishShutdown().
+  std::vector<TensorEntry> orphaned_;
+  Status orphaned_status_;
   bool shutdown_sent_ = false;
   bool closing_ = false;  // the shutdown ResponseList went out / came in
   Clock::time_point shutdown_deadline_;

@@ -60,6 +60,15 @@ class Transport {
   virtual Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) = 0;
   // Thread-safe: makes a pending or the next pollControl() return at once.
   virtual void wake() = 0;
+
+  // After the transport broke: returns control messages still arriving on
+  // control connections that are open (rank 0's abort notice, which names
+  // the rank that was lost), waiting until one arrives, no control
+  // connection is left, or `deadline`. Returns the break's status when there
+  // is nothing (more) to deliver. Default: pollControl().
+  virtual Status drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {
+    return pollControl(deadline, out);
+  }
 };
 
 }  // namespace tutti

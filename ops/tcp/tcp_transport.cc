@@ -44,25 +44,47 @@ void TcpTransportImpl::breakWith(Status st, int failed_peer) {
   if (!broken_.isOk()) return;
   TUTTI_LOG(kDebug) << "transport broken: " << st.message();
   broken_ = std::move(st);
-  // Closing aborts every pending data read/write: nothing touches user
-  // buffers after this, even if the caller frees them. Control sockets to
-  // healthy peers stay open (they only touch our own buffers), so rank 0 can
-  // still tell the survivors which rank was lost (sendControl's last words).
+  // Nothing touches user buffers after this, even if the caller frees them:
+  // the failed peer's connections are closed, the pending operations on the
+  // others are cancelled (their handlers only record the abort). Healthy
+  // connections stay open until the transport is destroyed: closing them now
+  // would make the other survivors blame this rank for the loss, and rank 0
+  // can still send its abort notice (sendControl's last words, drainControl).
+  // A break with no known peer closes everything.
   if (acceptor_) {
     error_code ec;
     acceptor_->close(ec);
   }
   for (size_t r = 0; r < peers_.size(); ++r) {
     Peer& p = peers_[r];
-    if (p.data) tcp_util::closeQuietly(*p.data);
-    if (p.ctrl && (failed_peer < 0 || static_cast<int>(r) == failed_peer)) {
-      tcp_util::closeQuietly(*p.ctrl);
+    const bool failed = failed_peer < 0 || static_cast<int>(r) == failed_peer;
+    if (p.data) {
+      if (failed) {
+        tcp_util::closeQuietly(*p.data);
+      } else {
+        error_code ec;
+        p.data->cancel(ec);
+      }
     }
+    // Control connections close when they fail themselves (breakOnControl)
+    // or with the transport: one that breaks on the data side may still
+    // carry rank 0's abort notice.
+    if (p.ctrl && failed_peer < 0) tcp_util::closeQuietly(*p.ctrl);
   }
 }
 
+void TcpTransportImpl::breakOnControl(int peer, const error_code& ec) {
+  if (peers_[peer].ctrl) tcp_util::closeQuietly(*peers_[peer].ctrl);
+  breakOn(peer, ec);
+}
+
 void TcpTransportImpl::breakOn(int peer, const error_code& ec) {
-  if (!broken_.isOk()) return;
+  if (!broken_.isOk()) {
+    // Already broken: this peer's control connection is gone too, so that
+    // drainControl() stops waiting for it.
+    if (peers_[peer].ctrl) tcp_util::closeQuietly(*peers_[peer].ctrl);
+    return;
+  }
   if (ec == asio::error::eof) {
     breakWith(Status::peerLost("rank " + std::to_string(peer) + " closed its connection"), peer);
   } else {
@@ -260,7 +282,7 @@ void TcpTransportImpl::startCtrlWrite(int peer) {
                     [this, peer](const error_code& ec, size_t) {
                       Peer& q = peers_[peer];
                       q.ctrl_writing = false;
-                      if (ec) return breakOn(peer, ec);
+                      if (ec) return breakOnControl(peer, ec);
                       q.ctrl_out.pop_front();
                       startCtrlWrite(peer);
                     });
@@ -270,7 +292,7 @@ void TcpTransportImpl::startCtrlRead(int peer) {
   Peer& p = peers_[peer];
   asio::async_read(
       *p.ctrl, asio::buffer(p.ctrl_header), [this, peer](const error_code& ec, size_t) {
-        if (ec) return breakOn(peer, ec);
+        if (ec) return breakOnControl(peer, ec);
         Peer& q = peers_[peer];
         uint32_t n = 0;
         std::memcpy(&n, q.ctrl_header.data(), 4);
@@ -282,7 +304,7 @@ void TcpTransportImpl::startCtrlRead(int peer) {
         q.ctrl_body.resize(n);
         asio::async_read(
             *q.ctrl, asio::buffer(q.ctrl_body), [this, peer](const error_code& ec2, size_t) {
-              if (ec2) return breakOn(peer, ec2);
+              if (ec2) return breakOnControl(peer, ec2);
               inbox_.push_back(ControlMessage{peer, std::move(peers_[peer].ctrl_body)});
               peers_[peer].ctrl_body = {};
               startCtrlRead(peer);
@@ -309,6 +331,23 @@ Status TcpTransportImpl::pollControl(Clock::time_point deadline, std::vector<Con
     if (!broken_.isOk()) return broken_;
     if (woken_.exchange(false)) return Status::ok();
     if (Clock::now() >= deadline) return Status::ok();
+    runOneUntil(deadline);
+  }
+}
+
+Status TcpTransportImpl::drainControl(Clock::time_point deadline,
+                                      std::vector<ControlMessage>* out) {
+  out->clear();
+  if (broken_.isOk()) return pollControl(deadline, out);
+  while (true) {
+    if (!inbox_.empty()) {
+      for (auto& m : inbox_) out->push_back(std::move(m));
+      inbox_.clear();
+      return Status::ok();
+    }
+    bool any_open = false;
+    for (const auto& p : peers_) any_open = any_open || (p.ctrl && p.ctrl->is_open());
+    if (!any_open || Clock::now() >= deadline) return broken_;
     runOneUntil(deadline);
   }
 }
@@ -358,6 +397,9 @@ Status TcpTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
 }
 Status TcpTransport::pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {
   return impl_->pollControl(deadline, out);
+}
+Status TcpTransport::drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {
+  return impl_->drainControl(deadline, out);
 }
 void TcpTransport::wake() {
   impl_->wake();

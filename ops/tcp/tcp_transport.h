@@ -64,6 +64,7 @@ class TcpTransport : public Transport {
   Status waitAll() override;
   Status sendControl(int peer, std::vector<uint8_t> bytes) override;
   Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) override;
+  Status drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out) override;
   void wake() override;
 
   // Peers whose data goes through shared memory rather than TCP (same host,

@@ -56,6 +56,7 @@ class TcpTransportImpl {
   Status waitAll();
   Status sendControl(int peer, std::vector<uint8_t> bytes);
   Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out);
+  Status drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out);
   void wake();
 
   int rank() const { return rank_; }
@@ -94,9 +95,12 @@ class TcpTransportImpl {
   void startCtrlRead(int peer);
   void startCtrlWrite(int peer);
   void breakOn(int peer, const boost::system::error_code& ec);
-  // failed_peer >= 0: keep the other control sockets open for lastWords().
+  // failed_peer >= 0: close only that peer's data connection, cancel the
+  // others' pending ops, keep control connections for lastWords()/drainControl().
   void breakWith(Status st, int failed_peer = -1);
   Status lastWords(int peer, const std::vector<uint8_t>& bytes);
+  // A control connection failed: close it, then breakOn().
+  void breakOnControl(int peer, const boost::system::error_code& ec);
   void closeAll();
   // Drives io_ until done() or a stall; `watch` lists the peers whose
   // connections must keep moving (empty: every peer with pending ops).

@@ -2,6 +2,7 @@
 // as forked processes (support/process_harness).
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <regex>
@@ -126,6 +127,52 @@ std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
 INSTANTIATE_TEST_SUITE_P(Cases, PeerLostTest,
                          ::testing::Values(KillParam{3, 2}, KillParam{3, 0}, KillParam{2, 1},
                                            KillParam{4, 2}, KillParam{5, 1}),
+                         killName);
+
+// 21 again, with the victim leaving in the middle of a stream of large
+// allreduces (collectives in flight on every rank): every survivor still
+// names the victim, not a survivor that hung up after noticing the loss.
+class PeerLostMidCollectiveTest : public ::testing::TestWithParam<KillParam> {};
+
+TEST_P(PeerLostMidCollectiveTest, SurvivorsNameTheRankThatLeft) {
+  const auto [size, victim] = GetParam();
+  ClusterOptions options;
+  options.timeout_seconds = kPeerTimeoutSeconds;
+  ProcessPlan plan;
+  plan.deadline_seconds = 60;
+  plan.require_clean_shutdown = false;
+  auto body = [victim = victim](Runtime& rt, ProcessRank& self) {
+    HostTensor in(DataType::kFloat32, {1 << 20});
+    HostTensor out(DataType::kFloat32, {1 << 20});
+    Status st;
+    for (int step = 0; step < 40 && st.isOk(); ++step) {
+      Handle h = -1;
+      st = rt.allreduce(in.view(), out.view(), named("stream." + std::to_string(step)), &h);
+      if (rt.rank() == victim && step == 5) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        _exit(0);  // leaves while the collective runs
+      }
+      if (st.isOk()) st = rt.wait(h, 4 * kPeerTimeoutSeconds);
+    }
+    self.check(st.code() == StatusCode::kPeerLost, "expected 'peer lost', got " + st.toString());
+    self.check(namesRank(st.message(), victim),
+               "message does not name rank " + std::to_string(victim) + ": " + st.message());
+  };
+  for (int attempt = 0; attempt < 3; ++attempt) {  // the race this guards is timing-dependent
+    const auto results = runProcessRanks(size, body, options, plan);
+    ASSERT_EQ(static_cast<int>(results.size()), size);
+    for (const auto& r : results) {
+      SCOPED_TRACE(r.describe());
+      EXPECT_FALSE(r.timed_out);
+      if (r.rank != victim) {
+        EXPECT_EQ(r.exit_code, 0);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PeerLostMidCollectiveTest,
+                         ::testing::Values(KillParam{4, 1}, KillParam{4, 2}, KillParam{5, 3}),
                          killName);
 
 // ---- 22. a rank never submits a tensor the others submitted ----------------------------
