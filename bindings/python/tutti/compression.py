@@ -101,5 +101,10 @@ def native_spec(compression):
         return compression, None
     if hasattr(compression, "compress") and hasattr(compression, "decompress"):
         return None, compression
+    if compression is Compression.int8:  # written without the call: the default block
+        return Compression.int8().spec, None
+    if compression is Compression.topk:
+        raise TypeError("Compression.topk needs its ratio: Compression.topk(0.01) keeps the "
+                        "1 % largest magnitudes")
     raise TypeError("compression must be a tutti.Compression member, a spec string or an object "
                     "with compress/decompress, got %r" % (compression,))
