@@ -66,35 +66,23 @@ int MemoryTransport::size() const {
 }
 
 Transport::OpId MemoryTransport::postSend(int peer, const void* data, size_t bytes) {
-  TUTTI_CHECK_LE(0, peer);
-  TUTTI_CHECK_LT(peer, world_.size());
-  TUTTI_CHECK_NE(peer, rank_);
-  ++posted_;
-  std::lock_guard<std::mutex> lock(world_.mu_);
-  auto op = std::make_shared<MemoryWorld::Op>();
-  op->send_data = data;
-  op->bytes = bytes;
-  const OpId id = world_.next_id_[rank_]++;
-  world_.pending_[rank_][id] = op;
-  if (!world_.broken_.isOk()) {
-    op->done = true;
-    op->status = world_.broken_;
-    return id;
-  }
-  MemoryWorld::Channel& ch = world_.channel(rank_, peer);
-  ch.sends.push_back(op);
-  world_.matchLocked(ch);
-  return id;
+  return post(/*send=*/true, peer, data, nullptr, bytes);
 }
 
 Transport::OpId MemoryTransport::postRecv(int peer, void* data, size_t bytes) {
+  return post(/*send=*/false, peer, nullptr, data, bytes);
+}
+
+Transport::OpId MemoryTransport::post(bool send, int peer, const void* send_data, void* recv_data,
+                                      size_t bytes) {
   TUTTI_CHECK_LE(0, peer);
   TUTTI_CHECK_LT(peer, world_.size());
   TUTTI_CHECK_NE(peer, rank_);
   ++posted_;
   std::lock_guard<std::mutex> lock(world_.mu_);
   auto op = std::make_shared<MemoryWorld::Op>();
-  op->recv_data = data;
+  op->send_data = send_data;
+  op->recv_data = recv_data;
   op->bytes = bytes;
   const OpId id = world_.next_id_[rank_]++;
   world_.pending_[rank_][id] = op;
@@ -103,8 +91,9 @@ Transport::OpId MemoryTransport::postRecv(int peer, void* data, size_t bytes) {
     op->status = world_.broken_;
     return id;
   }
-  MemoryWorld::Channel& ch = world_.channel(peer, rank_);
-  ch.recvs.push_back(op);
+  // A send queues on the (this rank -> peer) channel, a receive on (peer -> this rank).
+  MemoryWorld::Channel& ch = send ? world_.channel(rank_, peer) : world_.channel(peer, rank_);
+  (send ? ch.sends : ch.recvs).push_back(op);
   world_.matchLocked(ch);
   return id;
 }

@@ -51,6 +51,10 @@ class MemoryTransport : public Transport {
   size_t postedOps() const { return posted_; }
 
  private:
+  // postSend/postRecv: a send queues on the (rank -> peer) channel, a receive
+  // on (peer -> rank).
+  OpId post(bool send, int peer, const void* send_data, void* recv_data, size_t bytes);
+
   MemoryWorld& world_;
   int rank_;
   size_t posted_ = 0;
