@@ -70,20 +70,35 @@ ZstdStage::ZstdStage(const ZstdStageOptions& options, std::unique_ptr<Contexts> 
 
 ZstdStage::~ZstdStage() = default;
 
-void ZstdStage::writeRaw(const void* data, size_t bytes, std::vector<uint8_t>* out) {
-  out->resize(kHeaderBytes + bytes);
-  writeHeader(kModeRaw, bytes, out->data());
-  if (bytes > 0) std::memcpy(out->data() + kHeaderBytes, data, bytes);
-  stats_.wire_bytes += out->size();
+void ZstdStage::appendRaw(const void* data, size_t bytes, size_t at, bool copy,
+                          std::vector<uint8_t>* out) {
+  out->resize(at + kHeaderBytes + (copy ? bytes : 0));
+  writeHeader(kModeRaw, bytes, out->data() + at);
+  if (copy && bytes > 0) std::memcpy(out->data() + at + kHeaderBytes, data, bytes);
+  stats_.wire_bytes += kHeaderBytes + bytes;
 }
 
 Status ZstdStage::compressSegment(const void* data, size_t bytes, std::vector<uint8_t>* out) {
+  out->clear();
+  bool raw = false;
+  return encode(data, bytes, true, out, &raw);
+}
+
+Status ZstdStage::appendSegment(const void* data, size_t bytes, std::vector<uint8_t>* out,
+                                bool* raw) {
+  return encode(data, bytes, false, out, raw);
+}
+
+Status ZstdStage::encode(const void* data, size_t bytes, bool copy_raw, std::vector<uint8_t>* out,
+                         bool* raw) {
+  const size_t at = out->size();
+  *raw = true;
   ++stats_.segments;
   stats_.raw_bytes += bytes;
   if (bytes < options_.min_segment_bytes || skip_left_ > 0) {
     if (skip_left_ > 0) --skip_left_;
     ++stats_.skipped_segments;
-    writeRaw(data, bytes, out);
+    appendRaw(data, bytes, at, copy_raw, out);
     return Status::ok();
   }
 
@@ -91,13 +106,14 @@ Status ZstdStage::compressSegment(const void* data, size_t bytes, std::vector<ui
   // dstSize_tooSmall when the frame would not fit, which means "does not pay".
   const auto room =
       static_cast<size_t>(std::floor(static_cast<double>(bytes) * (1.0 - options_.min_saving)));
-  out->resize(kHeaderBytes + room);
+  out->resize(at + kHeaderBytes + room);
   const size_t frame =
-      ZSTD_compress2(contexts_->cctx, out->data() + kHeaderBytes, room, data, bytes);
+      ZSTD_compress2(contexts_->cctx, out->data() + at + kHeaderBytes, room, data, bytes);
   bool pays = false;
   double ratio = 1.0;
   if (ZSTD_isError(frame)) {
     if (ZSTD_getErrorCode(frame) != ZSTD_error_dstSize_tooSmall) {
+      out->resize(at);
       return Status::internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(frame));
     }
     // A failed frame leaves the context mid-frame: start the next one clean.
@@ -113,16 +129,17 @@ Status ZstdStage::compressSegment(const void* data, size_t bytes, std::vector<ui
   if (pays) {
     backoff_ = options_.initial_backoff_segments;
     ++stats_.compressed_segments;
-    out->resize(kHeaderBytes + frame);
-    writeHeader(kModeZstd, bytes, out->data());
-    stats_.wire_bytes += out->size();
+    out->resize(at + kHeaderBytes + frame);
+    writeHeader(kModeZstd, bytes, out->data() + at);
+    stats_.wire_bytes += kHeaderBytes + frame;
+    *raw = false;
     return Status::ok();
   }
   if (stats_.running_ratio > 1.0 - options_.min_saving) {
     skip_left_ = backoff_;
     backoff_ = std::min(backoff_ * 2, options_.max_backoff_segments);
   }
-  writeRaw(data, bytes, out);
+  appendRaw(data, bytes, at, copy_raw, out);
   return Status::ok();
 }
 

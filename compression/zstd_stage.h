@@ -70,6 +70,11 @@ class ZstdStage {
   // maxSegmentBytes(bytes)).
   Status compressSegment(const void* data, size_t bytes, std::vector<uint8_t>* out);
 
+  // The same segment, appended to *out, except that a raw segment is only its
+  // header: *raw says so, and the caller sends the `bytes` raw bytes from
+  // `data` right after it (no copy; the TCP wire path).
+  Status appendSegment(const void* data, size_t bytes, std::vector<uint8_t>* out, bool* raw);
+
   // Decodes the segment of `segment_bytes` bytes at `segment` into `out`,
   // whose size `out_bytes` the receiver knows (the segment's raw size must
   // equal it).
@@ -88,7 +93,10 @@ class ZstdStage {
  private:
   struct Contexts;
   ZstdStage(const ZstdStageOptions& options, std::unique_ptr<Contexts> contexts);
-  void writeRaw(const void* data, size_t bytes, std::vector<uint8_t>* out);
+  // Appends a raw segment's header at out[at], with its payload if `copy`.
+  void appendRaw(const void* data, size_t bytes, size_t at, bool copy, std::vector<uint8_t>* out);
+  Status encode(const void* data, size_t bytes, bool copy_raw, std::vector<uint8_t>* out,
+                bool* raw);
 
   ZstdStageOptions options_;
   std::unique_ptr<Contexts> contexts_;

@@ -135,12 +135,19 @@ Status ringAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
   const size_t n = r.names.size();
   const size_t total =
       static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
-  scratch->own.resize(total);
+  // A lone float32 tensor is read and written in place of the staging
+  // copies (input and output may be one buffer: the ring reads `own` only
+  // before it writes `out`); saves two passes over the tensor.
+  const bool lone = n == 1 && entries[0] != nullptr && r.dtype == DataType::kFloat32;
+  const bool direct_in = lone && r.prescale == 1.0;
+  if (lone) TUTTI_CHECK_EQ(static_cast<int64_t>(total), entries[0]->input.numElements());
   scratch->residual.resize(total);
-  scratch->dense.resize(total);
-  float* const own = scratch->own.data();
+  if (!direct_in) scratch->own.resize(total);
+  if (!lone) scratch->dense.resize(total);
+  float* const own = direct_in ? nullptr : scratch->own.data();
+  float* const out = lone ? static_cast<float*>(entries[0]->output.data) : scratch->dense.data();
   size_t offset = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n && !direct_in; ++i) {
     const size_t count = static_cast<size_t>(r.sizes[i]);
     if (entries[i] == nullptr) {
       std::fill_n(own + offset, count, 0.0f);
@@ -169,11 +176,15 @@ Status ringAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
   };
   moveResiduals(true);
   std::vector<size_t> tensor_sizes(r.sizes.begin(), r.sizes.end());
-  TUTTI_RETURN_IF_ERROR(quantisedRingAllreduce(backend, compressor, tensor_sizes, own,
-                                               scratch->residual.data(), scratch->dense.data(),
-                                               &scratch->ring));
+  const float* const input = direct_in ? static_cast<const float*>(entries[0]->input.data) : own;
+  TUTTI_RETURN_IF_ERROR(quantisedRingAllreduce(backend, compressor, tensor_sizes, input,
+                                               scratch->residual.data(), out, &scratch->ring));
   moveResiduals(false);
   const double post = r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size : 1.0);
+  if (lone) {
+    scale(out, total, DataType::kFloat32, post);
+    return Status::ok();
+  }
   offset = 0;
   for (size_t i = 0; i < n; ++i) {
     const size_t count = static_cast<size_t>(r.sizes[i]);

@@ -9,10 +9,17 @@
 // chunks of about total / n elements: 2 (n-1) / n of the compressed size,
 // against (n-1) whole chunks for an allgather of compressed tensors.
 //
-// Chunks: ring::evenBlocks(total, n) of the fused vector; chunk c is cut at
-// tensor boundaries into pieces, each packed on its own (compressor.quantise,
-// packedBytes(piece) bytes, header included), so that no quantisation block
-// mixes two tensors' scales. Every rank derives the same sizes.
+// Chunks: ring::evenBlocks(total, n) of the fused vector; chunk c is cut into
+// segments of at most 128 Ki elements, and those at tensor boundaries into
+// pieces, each packed on its own (compressor.quantise, packedBytes(piece)
+// bytes, header included), so that no quantisation block mixes two tensors'
+// scales. Every rank derives the same sizes.
+// Pipelining: with the backend's ringTransport() (tcp) each segment is sent
+// as soon as it is quantised and the next received segment is in flight while
+// one is reduced (two receive buffers; two chunk buffers, one being sent while
+// the next is quantised), across hop boundaries too: sending, receiving,
+// reducing and quantising overlap as in the plain ring. Without it (mpi, test
+// transports) each hop is one ringExchange of whole chunks.
 // Schedule (the peer arithmetic of ops/algorithms/ring.h):
 //   rank r, step 0:     acc[c] = own[c] + residual[c] for c = r-1; quantise it
 //   step s = 0..n-2:    ringExchange: send the last quantised chunk to r+1,
@@ -36,7 +43,8 @@
 //
 // Shapes and units: `own`, `residual`, `out`: `total` float32 elements each
 // (the fused tensors, concatenated); `residual` is read and updated in
-// place. Bytes: each rank sends sum_{c != r} bytes(c) in the reduce-scatter
+// place; `own` and `out` may be the same buffer (`own` is read only before
+// `out` is written). Bytes: each rank sends sum_{c != r} bytes(c) in the reduce-scatter
 // and sum_{c != r+1} bytes(c) in the allgather.
 // Threading: the background thread; `compressor` only quantises and decodes
 // here (const) and must not be used concurrently.
@@ -56,8 +64,8 @@ namespace tutti {
 
 // Buffers reused between calls (steady-state steps do not allocate).
 struct QuantisedRingScratch {
-  std::vector<uint8_t> send;      // the chunk this rank quantised last
-  std::vector<uint8_t> recv;      // the chunk from the left neighbour
+  std::vector<uint8_t> send[2];   // the chunk being sent, the chunk being quantised
+  std::vector<uint8_t> recv[2];   // segments (whole chunks without ringTransport) from the left
   std::vector<uint8_t> gathered;  // every rank's reduced chunk, in chunk order
 };
 

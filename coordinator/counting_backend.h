@@ -15,7 +15,8 @@
 //   broadcast      (n-1) / n * bytes (a chain/tree moves n-1 copies; this is
 //                  the per-rank mean)
 //   barrier        0
-//   ringExchange   the bytes sent to the right neighbour
+//   ringExchange   the bytes sent to the right neighbour (also what a ring
+//                  algorithm reports through countRingBytes)
 // Transport headers and the negotiation's control messages are not counted.
 // A collective is counted when it is asked for, whether it succeeds or not.
 //
@@ -50,6 +51,8 @@ class CountingBackend : public Backend {
                        DataType dtype, ReduceOp op) override;
   Status barrier() override { return inner_.barrier(); }
   Status ringExchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) override;
+  Transport* ringTransport() override { return inner_.ringTransport(); }
+  void countRingBytes(uint64_t bytes) override { add(bytes); }
 
  private:
   void add(uint64_t bytes) { bytes_sent_->fetch_add(bytes, std::memory_order_relaxed); }

@@ -86,6 +86,13 @@ class Runtime {
   int crossSize() const;
   const Settings& settings() const;
 
+  // The rank whose loss ended this runtime: once the runtime failed with
+  // kPeerLost, the rank its status names (on a worker, the one rank 0's abort
+  // notice names when it came, else what the worker saw itself); -1 while
+  // running, after a plain shutdown, or after another error. Elastic workers
+  // report it to the driver (docs/elastic.md). Any thread.
+  int lostRank() const;
+
   // Allreduce `input` into `output` (same dtype and shape; may be the same
   // memory). Ops: every ReduceOp; bool allows sum/min/max/product as logical ops.
   Status allreduce(const TensorView& input, const TensorView& output, const OpOptions& options,

@@ -52,6 +52,10 @@ class RuntimeImpl {
   // Thread-safe; the background thread records into it (coordinator/timeline.h).
   Timeline& timeline() { return timeline_; }
 
+  // What ended the runtime (OK while it runs): the status the queue was
+  // closed with. Thread-safe.
+  Status failure() const { return queue_.closedStatus(); }
+
   // Compressors (residuals) and the byte count: thread-safe, outlive the executor.
   ExecutorState& executorState() { return executor_state_; }
 

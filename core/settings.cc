@@ -68,8 +68,15 @@ const std::vector<SettingSpec> kSpecs = {
      "topk:<ratio>[:warmup=<steps>], int8[:<block>]; integer tensors and other ops are never "
      "compressed"},
     {"TUTTI_COMPRESSION_ZSTD_LEVEL", SettingType::kInt, "0", 0, 19, "",
-     "zstd level for the tcp backend's ring segments, skipped where it does not pay (0: off); "
-     "accepted and validated, not yet applied by the tcp backend (compression/zstd_stage.h)"},
+     "zstd level for the tcp backend's data sent over TCP (not shared memory), per frame, "
+     "sent raw where it does not save 10 % (0: off, the plain byte stream); the same on every "
+     "rank (checked at connect)"},
+    {"TUTTI_ELASTIC_WORKER_ID", SettingType::kInt, "-1", -1, 2147483647, "",
+     "elastic training: this worker's job-unique id, set by tuttirun's elastic driver; init then "
+     "joins the driver's next membership generation (-1: not elastic; docs/elastic.md)"},
+    {"TUTTI_ELASTIC_TIMEOUT_SECONDS", SettingType::kDouble, "600", 0.001, 1e7, "",
+     "elastic training: seconds a joining worker waits for a generation that includes it and for "
+     "its members to meet"},
     {"TUTTI_LOG_LEVEL", SettingType::kChoice, "warning", 0, 0, "trace,debug,info,warning,error",
      "least severe log level printed"},
 };
@@ -278,6 +285,8 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   TUTTI_RETURN_IF_ERROR(readString("TUTTI_COMPRESSION", &v));
   TUTTI_RETURN_IF_ERROR(canonicalizeCompressionSpec(v, &s.compression));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_COMPRESSION_ZSTD_LEVEL", &s.compression_zstd_level));
+  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_ELASTIC_WORKER_ID", &s.elastic_worker_id));
+  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s.elastic_timeout_seconds));
 
   // Cross-field rules.
   if (s.rank >= s.size) {
@@ -295,8 +304,16 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
                                    ": expected an integer in [0, TUTTI_CROSS_SIZE-1] = [0, " +
                                    std::to_string(s.cross_size - 1) + "]");
   }
-  // MPI authenticates its own job; the secret guards tcp connections.
-  if (s.size > 1 && s.secret.empty() && s.backend != "mpi") {
+  const bool elastic = s.elastic_worker_id >= 0;
+  if (elastic && s.backend != "tcp") {
+    return Status::invalidArgument(
+        "TUTTI_BACKEND=" + s.backend + ": elastic training (TUTTI_ELASTIC_WORKER_ID=" +
+        std::to_string(s.elastic_worker_id) + ") needs the tcp backend; set TUTTI_BACKEND=tcp" +
+        (under_mpirun ? " (auto chose mpi because the job runs under mpirun)" : ""));
+  }
+  // MPI authenticates its own job; the secret guards tcp connections (an
+  // elastic worker always talks to the driver's store).
+  if ((s.size > 1 || elastic) && s.secret.empty() && s.backend != "mpi") {
     return Status::invalidArgument(
         "TUTTI_SECRET is not set: a job of more than one rank needs a per-job secret shared by all "
         "ranks (tuttirun sets it; when starting ranks by hand, export the same random string on "

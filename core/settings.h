@@ -72,9 +72,16 @@ struct Settings {
   // Job-wide default compression of allreduce (canonical spec, see
   // core/compression_spec.h); OpOptions.compression overrides it per op.
   std::string compression = "none";
-  // zstd level for the tcp backend's wire segments; 0 = off. Not yet applied
-  // by the tcp backend (the stage is compression/zstd_stage.h).
+  // zstd level for the tcp backend's data over TCP (ops/tcp/tcp_transport_impl.h);
+  // 0 = off.
   int compression_zstd_level = 0;
+  // Elastic training (docs/elastic.md): TUTTI_ELASTIC_WORKER_ID >= 0 makes
+  // init a join of the driver's membership generations (tcp backend only).
+  int elastic_worker_id = -1;  // -1: not elastic
+  double elastic_timeout_seconds = 600;
+  // Not an environment variable: set by the elastic join on the copy it
+  // creates the runtime with, the generation to rendezvous in (-1: none).
+  int64_t elastic_generation = -1;
 };
 
 // Looks up an environment variable; nullopt when unset. Tests pass their own.

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/settings.h"
+#include "launcher/remote.h"
 #include "tutti/config.h"
 
 namespace tutti {
@@ -58,13 +59,6 @@ const SettingFlag* findFlag(const std::string& flag) {
   return nullptr;
 }
 
-std::string formatDouble(double v) {
-  std::ostringstream out;
-  out.precision(12);
-  out << v;
-  return out.str();
-}
-
 const char* kFooter = R"(
 The command runs once per rank with TUTTI_RANK, TUTTI_SIZE, TUTTI_LOCAL_RANK,
 TUTTI_LOCAL_SIZE, TUTTI_CROSS_RANK, TUTTI_CROSS_SIZE, the rendezvous address
@@ -72,9 +66,17 @@ and a per-job secret in its environment. Ranks fill the hosts in order. Unless
 set, OMP_NUM_THREADS = max(1, cores / ranks on the host). Remote ranks start
 through ssh in the same working directory, with tuttirun's environment.
 
+Elastic mode (--min-np, --max-np or --host-discovery-script; docs/elastic.md):
+each process is a worker with TUTTI_ELASTIC_WORKER_ID (no TUTTI_RANK, ...: it
+reads its rank from the generation it joins), output is prefixed with the
+worker id, a failed worker's host is blacklisted and the survivors go on in a
+new generation; hosts the script adds get workers.
+
 Examples:
   tuttirun -np 4 python3 train.py
   tuttirun -np 8 -H a:4,b:4 ./trainer --epochs 3
+  tuttirun -np 4 --min-np 2 --max-np 8 --host-discovery-script ./hosts.sh python3 train.py
+  tuttirun -np 4 -H ns1:2,ns2:2 --rsh-agent 'ip netns exec {host}' ./trainer
   tuttirun --hostfile hosts.txt -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO ./trainer
   (hosts.txt: one 'host slots=N' per line, '#' starts a comment)
 
@@ -96,6 +98,13 @@ class HelpFormatter : public CLI::Formatter {
 };
 
 }  // namespace
+
+std::string formatNumber(double v) {
+  std::ostringstream out;
+  out.precision(12);
+  out << v;
+  return out.str();
+}
 
 std::vector<std::string> settingFlags() {
   std::vector<std::string> out;
@@ -121,8 +130,8 @@ Status settingFromFlag(const std::string& flag, const std::string& value,
     }
     if (!number || !st.isOk()) {
       return Status::invalidArgument(flag + " " + value + ": expected a number in [" +
-                                     formatDouble(spec->min / f->scale) + ", " +
-                                     formatDouble(spec->max / f->scale) + "] (" + f->help + ")");
+                                     formatNumber(spec->min / f->scale) + ", " +
+                                     formatNumber(spec->max / f->scale) + "] (" + f->help + ")");
     }
   } else {
     st = validateSetting(*spec, value);
@@ -165,6 +174,76 @@ std::string checkBuildText() {
   out += line(true, "rendezvous server", "");
   return out;
 }
+
+namespace {
+
+// Elastic flags, checked together; "" when fine.
+std::string checkElasticOptions(const CLI::App& app, const LaunchOptions& o) {
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  const std::string n = " (an integer in [1, 1048576])";
+  if (given("--min-np") && (o.min_np < 1 || o.min_np > (1 << 20))) {
+    return "--min-np " + std::to_string(o.min_np) + ": expected at least 1 worker" + n;
+  }
+  if (given("--max-np") && (o.max_np < 1 || o.max_np > (1 << 20))) {
+    return "--max-np " + std::to_string(o.max_np) + ": expected at least 1 worker" + n;
+  }
+  if (o.min_np > 0 && o.max_np > 0 && o.min_np > o.max_np) {
+    return "--min-np " + std::to_string(o.min_np) + " exceeds --max-np " +
+           std::to_string(o.max_np) + ": expected min-np <= max-np";
+  }
+  if (o.np > 0 && o.min_np > o.np) {
+    return "--min-np " + std::to_string(o.min_np) + " exceeds -np " + std::to_string(o.np) +
+           ": expected min-np <= np <= max-np";
+  }
+  if (o.np > 0 && o.max_np > 0 && o.np > o.max_np) {
+    return "-np " + std::to_string(o.np) + " exceeds --max-np " + std::to_string(o.max_np) +
+           ": expected min-np <= np <= max-np";
+  }
+  if (given("--slots-per-host") && (o.slots_per_host < 1 || o.slots_per_host > (1 << 20))) {
+    return "--slots-per-host " + std::to_string(o.slots_per_host) +
+           ": expected an integer in [1, 1048576]";
+  }
+  if (given("--slots-per-host") && o.discovery_script.empty()) {
+    return "--slots-per-host applies to the hosts of --host-discovery-script; use -H host:slots";
+  }
+  if (!std::isfinite(o.elastic_timeout_seconds) || o.elastic_timeout_seconds <= 0 ||
+      o.elastic_timeout_seconds > 1e7) {
+    return "--elastic-timeout " + formatNumber(o.elastic_timeout_seconds) +
+           ": expected a number of seconds in (0, 10000000]";
+  }
+  if (given("--reset-limit") && o.reset_limit < 0) {
+    return "--reset-limit " + std::to_string(o.reset_limit) +
+           ": expected an integer >= 0 (0: no new generation)";
+  }
+  if (given("--blacklist-cooldown-range")) {
+    double lo = o.cooldown_min_seconds, hi = o.cooldown_max_seconds;
+    if (!std::isfinite(lo) || !std::isfinite(hi) || lo <= 0 || hi < lo || hi > 1e7) {
+      return "--blacklist-cooldown-range " + formatNumber(lo) + " " + formatNumber(hi) +
+             ": expected MIN MAX seconds with 0 < MIN <= MAX <= 10000000";
+    }
+  }
+  if (!o.discovery_script.empty() && (!o.hosts.empty() || !o.hostfile.empty())) {
+    return "--host-discovery-script and " + std::string(o.hosts.empty() ? "--hostfile" : "-H") +
+           " exclude each other (the script gives the hosts)";
+  }
+  if (o.elastic() && o.mpi) {
+    return "--mpi runs a fixed-size job; elastic flags (--min-np, --max-np, "
+           "--host-discovery-script) need the tcp backend without --mpi";
+  }
+  if (!o.elastic()) {
+    for (const char* flag :
+         {"--elastic-timeout", "--reset-limit", "--blacklist-cooldown-range", "--slots-per-host"}) {
+      if (given(flag)) {
+        return std::string(flag) +
+               " applies to elastic jobs only: add --min-np, --max-np or "
+               "--host-discovery-script";
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions* options) {
   LaunchOptions o;
@@ -209,6 +288,45 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
                  "(default: the first non-loopback one)")
       ->type_name("NAME")
       ->group(hosts);
+  app.add_option("--rsh-agent", o.rsh_agent,
+                 "start remote ranks with CMD instead of ssh ({host} replaced by the host, else "
+                 "the host appended), e.g. 'ip netns exec {host}', 'kubectl exec -i {host} --'")
+      ->type_name("'CMD {host}'")
+      ->group(hosts);
+  const std::string elastic = "Elastic (docs/elastic.md)";
+  app.add_option("--min-np", o.min_np,
+                 "fewest workers the job runs with; below it waits up to --elastic-timeout "
+                 "(default: -np)")
+      ->type_name("N")
+      ->group(elastic);
+  app.add_option("--max-np", o.max_np, "most workers the job runs (default: no limit)")
+      ->type_name("N")
+      ->group(elastic);
+  app.add_option("--host-discovery-script", o.discovery_script,
+                 "program printing the available hosts, one 'host' or 'host:slots' per line; "
+                 "run every second (instead of -H / --hostfile)")
+      ->type_name("PATH")
+      ->group(elastic);
+  app.add_option("--slots-per-host", o.slots_per_host,
+                 "slots of a host the discovery script prints without ':slots' (default 1)")
+      ->type_name("N")
+      ->group(elastic);
+  app.add_option("--elastic-timeout", o.elastic_timeout_seconds,
+                 "seconds the job waits for --min-np workers before it fails (default 600)")
+      ->type_name("S")
+      ->group(elastic);
+  app.add_option("--reset-limit", o.reset_limit,
+                 "most new generations (resets) after the first; more fail the job (default: "
+                 "no limit)")
+      ->type_name("N")
+      ->group(elastic);
+  std::vector<double> cooldown;
+  app.add_option("--blacklist-cooldown-range", cooldown,
+                 "a failed host comes back after min(MAX, MIN*2^(k-1)) seconds at its k-th "
+                 "failure (default: blacklisted for the rest of the job)")
+      ->type_name("MIN MAX")
+      ->expected(2)
+      ->group(elastic);
   const std::string output = "Output";
   app.add_option("--output-filename", o.output_dir,
                  "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
@@ -248,9 +366,11 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     if (t == "-np" || t.compare(0, 4, "-np=") == 0) t = "-" + t;
     ours.push_back(t);
     const CLI::Option* opt = app.get_option_no_throw(t.substr(0, t.find('=')));
-    if (opt != nullptr && t.find('=') == std::string::npos && opt->get_items_expected_max() > 0 &&
-        i + 1 < args.size()) {
-      ours.push_back(args[++i]);
+    if (opt != nullptr && t.find('=') == std::string::npos && opt->get_items_expected_max() > 0) {
+      // One value, or as many as the option needs (--blacklist-cooldown-range MIN MAX).
+      for (int n = std::max(1, opt->get_items_expected_min()); n > 0 && i + 1 < args.size(); --n) {
+        ours.push_back(args[++i]);
+      }
     }
   }
   o.command.assign(args.begin() + static_cast<long>(i), args.end());
@@ -315,12 +435,13 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     return fail("-np " + std::to_string(o.np) + ": expected an integer in [1, 1048576]");
   }
   if (!o.hosts.empty() && !o.hostfile.empty()) return fail("-H and --hostfile exclude each other");
-  if (o.np == 0 && o.hosts.empty() && o.hostfile.empty()) {
+  if (o.np == 0 && o.hosts.empty() && o.hostfile.empty() && o.max_np == 0 &&
+      o.discovery_script.empty()) {
     return fail("-np is required (or -H / --hostfile, whose slots then give the number of ranks)");
   }
   if (!std::isfinite(o.start_timeout_seconds) || o.start_timeout_seconds < 0 ||
       o.start_timeout_seconds > 1e7) {
-    return fail("--start-timeout " + formatDouble(o.start_timeout_seconds) +
+    return fail("--start-timeout " + formatNumber(o.start_timeout_seconds) +
                 ": expected a number of seconds in [0, 10000000] (0: no limit)");
   }
   if (app.count("--ssh-port") > 0 && (o.ssh_port < 1 || o.ssh_port > 65535)) {
@@ -331,6 +452,24 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
     for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
     if (!valid) return fail("-x " + x + ": expected VAR or VAR=value with VAR a variable name");
+  }
+  if (!cooldown.empty()) {
+    o.cooldown_min_seconds = cooldown[0];
+    o.cooldown_max_seconds = cooldown[1];
+  }
+  std::string elastic_error = checkElasticOptions(app, o);
+  if (!elastic_error.empty()) return fail(elastic_error);
+  if (app.count("--rsh-agent") > 0) {
+    Status st = splitShellWords(o.rsh_agent, &o.rsh_agent_words);
+    if (!st.isOk() || o.rsh_agent_words.empty()) {
+      return fail("--rsh-agent '" + o.rsh_agent +
+                  "': " + (st.isOk() ? std::string("empty command") : st.message()) +
+                  "; expected a command such as 'ip netns exec {host}'");
+    }
+    if (o.mpi) return fail("--rsh-agent and --mpi exclude each other (mpirun starts the ranks)");
+    if (app.count("--ssh-port") > 0 || app.count("--ssh-identity-file") > 0) {
+      return fail("--rsh-agent replaces ssh: -p / -i do not apply");
+    }
   }
   if (o.command.empty()) return fail("no command to run (usage: tuttirun [options] command ...)");
   outcome.run = true;

@@ -34,6 +34,19 @@ struct LaunchOptions {
   std::string ssh_identity;       // -i
   std::string network_interface;  // --network-interface
   bool mpi = false;
+  std::string rsh_agent;                     // --rsh-agent template ("" : ssh)
+  std::vector<std::string> rsh_agent_words;  // rsh_agent split into words
+  // Elastic mode (docs/elastic.md): any of --min-np, --max-np,
+  // --host-discovery-script. np 0 there: --max-np, else the slots available.
+  int min_np = 0;                        // 0: not given (= np)
+  int max_np = 0;                        // 0: not given (no limit)
+  std::string discovery_script;          // --host-discovery-script
+  int slots_per_host = 1;                // slots of a bare host name from the script
+  double elastic_timeout_seconds = 600;  // below --min-np this long: the job fails
+  int reset_limit = -1;                  // -1: no limit
+  double cooldown_min_seconds = 0;       // --blacklist-cooldown-range; 0: blacklisted for good
+  double cooldown_max_seconds = 0;
+  bool elastic() const { return min_np > 0 || max_np > 0 || !discovery_script.empty(); }
   std::vector<std::string> command;  // the program and its arguments
   // TUTTI_* variables from flags, validated, in the order of the flags.
   std::vector<std::pair<std::string, std::string>> settings;
@@ -56,6 +69,9 @@ Status settingFromFlag(const std::string& flag, const std::string& value,
                        std::pair<std::string, std::string>* setting);
 // The flags settingFromFlag knows, in --help order.
 std::vector<std::string> settingFlags();
+
+// A number as short as it can be written: 600, 2.5.
+std::string formatNumber(double v);
 
 // What this build offers (tcp always; mpi, cuda, nccl as built).
 std::string checkBuildText();

@@ -58,6 +58,41 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
+Status parseHostEntry(const std::string& entry, int default_slots, HostSlots* out) {
+  std::string host = entry;
+  int slots = default_slots;
+  // "host:slots", "[v6addr]:slots", or a bare IPv6 address.
+  size_t colon = entry.rfind(':');
+  bool bare_ipv6 = entry.find(':') != colon && entry[0] != '[';
+  if (bare_ipv6) {
+    in6_addr addr;
+    if (inet_pton(AF_INET6, entry.c_str(), &addr) != 1) {
+      return Status::invalidArgument("bad entry '" + entry +
+                                     "': expected host:slots (for example a:2,b:2)");
+    }
+  } else if (colon != std::string::npos) {
+    host = entry.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    if (!parseSlots(entry.substr(colon + 1), &slots)) {
+      return Status::invalidArgument("bad entry '" + entry +
+                                     "': expected host:slots with slots an integer in [1, " +
+                                     std::to_string(kMaxSlots) + "]");
+    }
+  }
+  if (!validHostName(host)) {
+    return Status::invalidArgument("bad entry '" + entry +
+                                   "': expected host:slots (for example a:2,b:2)");
+  }
+  *out = {host, slots};
+  return Status::ok();
+}
+
+void addHostSlots(std::vector<HostSlots>* hosts, const HostSlots& h) {
+  addHost(hosts, h.host, h.slots);
+}
+
 Status parseHostList(const std::string& list, std::vector<HostSlots>* out) {
   std::vector<HostSlots> hosts;
   std::stringstream in(list);
@@ -66,33 +101,10 @@ Status parseHostList(const std::string& list, std::vector<HostSlots>* out) {
   while (std::getline(in, entry, ',')) {
     entry = trim(entry);
     if (entry.empty()) return Status::invalidArgument("-H: empty entry in '" + list + "'");
-    std::string host = entry;
-    int slots = 1;
-    // "host:slots", "[v6addr]:slots", or a bare IPv6 address (one slot).
-    size_t colon = entry.rfind(':');
-    bool bare_ipv6 = entry.find(':') != colon && entry[0] != '[';
-    if (bare_ipv6) {
-      in6_addr addr;
-      if (inet_pton(AF_INET6, entry.c_str(), &addr) != 1) {
-        return Status::invalidArgument("-H: bad entry '" + entry +
-                                       "': expected host:slots (for example a:2,b:2)");
-      }
-    } else if (colon != std::string::npos) {
-      host = entry.substr(0, colon);
-      if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-        host = host.substr(1, host.size() - 2);
-      }
-      if (!parseSlots(entry.substr(colon + 1), &slots)) {
-        return Status::invalidArgument("-H: bad entry '" + entry +
-                                       "': expected host:slots with slots an integer in [1, " +
-                                       std::to_string(kMaxSlots) + "]");
-      }
-    }
-    if (!validHostName(host)) {
-      return Status::invalidArgument("-H: bad entry '" + entry +
-                                     "': expected host:slots (for example a:2,b:2)");
-    }
-    addHost(&hosts, host, slots);
+    HostSlots h;
+    Status st = parseHostEntry(entry, 1, &h);
+    if (!st.isOk()) return Status::invalidArgument("-H: " + st.message());
+    addHost(&hosts, h.host, h.slots);
   }
   if (!list.empty() && list.back() == ',') {
     return Status::invalidArgument("-H: empty entry at the end of '" + list + "'");

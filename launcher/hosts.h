@@ -16,6 +16,13 @@ struct HostSlots {
   int slots = 1;     // processes this host may run
 };
 
+// Parses one "host", "host:slots", "[v6addr]:slots" or bare IPv6 address; a
+// host without slots gets `default_slots`. Error: "bad entry 'a:x': expected
+// host:slots with slots an integer in [1, 1048576]".
+Status parseHostEntry(const std::string& entry, int default_slots, HostSlots* out);
+// Appends `h`, or adds its slots to the same host already in `hosts`.
+void addHostSlots(std::vector<HostSlots>* hosts, const HostSlots& h);
+
 // Parses "host[:slots],host[:slots],...". A host without ":slots" has 1 slot.
 // A host listed twice gets the sum of its slots, at its first position.
 Status parseHostList(const std::string& list, std::vector<HostSlots>* out);

@@ -24,6 +24,9 @@ struct Job::Rank {
   bool close_control = false;  // close the channel once `control` is written
   bool running = false;
   bool reaped = false;
+  bool stop_requested = false;                                   // stop(): its exit is no failure
+  std::optional<std::chrono::steady_clock::time_point> kill_at;  // stop(): SIGKILL
+  std::optional<std::chrono::steady_clock::time_point> client_kill_at;  // then ssh / agent
 };
 
 namespace {
@@ -75,6 +78,7 @@ Job::Job(JobConfig config) : config_(std::move(config)) {
   sigset_t set;
   jobSignalSet(&set);
   signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (config_.on_tick) next_tick_ = Clock::now();
 }
 
 Job::~Job() {
@@ -93,33 +97,47 @@ void Job::message(const std::string& text) {
   writeAll(config_.err_fd, line.data(), line.size());
 }
 
+Status Job::spawnRank(RankLaunch launch) {
+  auto rank = std::make_unique<Rank>();
+  rank->launch = std::move(launch);
+  const RankLaunch& l = rank->launch;
+  std::string r = std::to_string(l.placement.rank);
+  Status st = spawnProcess(l.request, &rank->child);
+  if (!st.isOk()) {
+    if (l.stdout_file >= 0) ::close(l.stdout_file);
+    if (l.stderr_file >= 0) ::close(l.stderr_file);
+    return Status(st.code(),
+                  config_.noun + " " + r + " on host " + l.placement.host + ": " + st.message());
+  }
+  rank->running = true;
+  rank->out =
+      std::make_unique<OutputStream>("[" + r + "]<stdout>: ", config_.out_fd, l.stdout_file);
+  rank->err =
+      std::make_unique<OutputStream>("[" + r + "]<stderr>: ", config_.err_fd, l.stderr_file);
+  rank->control = l.stdin_script;
+  if (config_.verbose) {
+    const char* via = !l.remote ? ")" : l.rsh_agent ? ", through the rsh agent)" : ", through ssh)";
+    message(config_.noun + " " + r + " on host " + l.placement.host + " started (pid " +
+            std::to_string(rank->child.pid) + via);
+  }
+  ranks_.push_back(std::move(rank));
+  return Status::ok();
+}
+
 Status Job::start(std::vector<RankLaunch> launches) {
   if (signal_fd_ < 0) return Status::ioError(std::string("signalfd: ") + std::strerror(errno));
-  for (auto& launch : launches) {
-    auto rank = std::make_unique<Rank>();
-    rank->launch = std::move(launch);
-    const RankLaunch& l = rank->launch;
-    std::string r = std::to_string(l.placement.rank);
-    Status st = spawnProcess(l.request, &rank->child);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    Status st = spawnRank(std::move(launches[i]));
     if (!st.isOk()) {
-      if (l.stdout_file >= 0) ::close(l.stdout_file);
-      if (l.stderr_file >= 0) ::close(l.stderr_file);
+      for (size_t j = i + 1; j < launches.size(); ++j) {
+        if (launches[j].stdout_file >= 0) ::close(launches[j].stdout_file);
+        if (launches[j].stderr_file >= 0) ::close(launches[j].stderr_file);
+      }
       stopAll(SIGTERM, "");
       killAll();
       reapAll();
-      return Status(st.code(), "rank " + r + " on host " + l.placement.host + ": " + st.message());
+      return st;
     }
-    rank->running = true;
-    rank->out =
-        std::make_unique<OutputStream>("[" + r + "]<stdout>: ", config_.out_fd, l.stdout_file);
-    rank->err =
-        std::make_unique<OutputStream>("[" + r + "]<stderr>: ", config_.err_fd, l.stderr_file);
-    rank->control = l.stdin_script;
-    if (config_.verbose) {
-      message("rank " + r + " on host " + l.placement.host + " started (pid " +
-              std::to_string(rank->child.pid) + (l.remote ? ", through ssh)" : ")"));
-    }
-    ranks_.push_back(std::move(rank));
   }
   if (config_.start_timeout_seconds > 0 && config_.arrived_ranks) {
     start_deadline_ =
@@ -127,6 +145,35 @@ Status Job::start(std::vector<RankLaunch> launches) {
         std::chrono::milliseconds(static_cast<long long>(config_.start_timeout_seconds * 1000));
   }
   return Status::ok();
+}
+
+Status Job::add(RankLaunch launch) {
+  if (signal_fd_ < 0) return Status::ioError(std::string("signalfd: ") + std::strerror(errno));
+  return spawnRank(std::move(launch));
+}
+
+void Job::stop(int id) {
+  for (auto& r : ranks_) {
+    if (!r->running || r->launch.placement.rank != id || r->stop_requested) continue;
+    r->stop_requested = true;
+    sendSignal(*r, SIGTERM);
+    r->kill_at = Clock::now() +
+                 std::chrono::milliseconds(static_cast<long long>(config_.grace_seconds * 1000));
+  }
+}
+
+void Job::end(int exit_code, const std::string& why, double term_after_seconds) {
+  if (exit_code_ < 0 && exit_code != kExitOk) exit_code_ = exit_code;
+  if (stopping_) {
+    if (!why.empty()) message(why);
+  } else if (term_after_seconds > 0) {
+    if (!why.empty()) message(why);
+    stopping_ = true;
+    term_deadline_ =
+        Clock::now() + std::chrono::milliseconds(static_cast<long long>(term_after_seconds * 1000));
+  } else {
+    stopAll(SIGTERM, why);
+  }
 }
 
 int Job::runningCount() const {
@@ -159,6 +206,29 @@ void Job::stopAll(int sig, const std::string& why) {
 }
 
 void Job::killAll() {
+  // Ranks started through an rsh agent: "KILL" on the control channel (the
+  // bootstrap kills the rank and exits), then up to a second for the agents.
+  bool agents = false;
+  for (auto& r : ranks_) {
+    if (r->reaped || !r->launch.rsh_agent || r->child.stdin_fd < 0) continue;
+    (void)!::write(r->child.stdin_fd, "KILL\n", 5);
+    closeFd(&r->child.stdin_fd);
+    agents = true;
+  }
+  for (int i = 0; agents && i < 100; ++i) {
+    agents = false;
+    for (auto& r : ranks_) {
+      if (r->reaped || !r->launch.rsh_agent) continue;
+      int status = 0;
+      if (::waitpid(r->child.pid, &status, WNOHANG) == r->child.pid) {
+        r->reaped = true;
+        r->running = false;
+      } else {
+        agents = true;
+      }
+    }
+    if (agents) ::usleep(10000);
+  }
   for (auto& r : ranks_) {
     if (r->reaped) continue;
     // Local: the rank's group, including what it left behind. Remote: the ssh
@@ -231,7 +301,9 @@ void Job::onRankExit(Rank& rank) {
   bool failed = by_signal || value != 0;
   std::string text = "rank " + std::to_string(p.rank) + " on host " + p.host + " " +
                      describeExit(by_signal, value, rank.launch.remote);
-  if (failed && !stopping_) {
+  if (config_.on_exit) {
+    // Elastic mode: the owner decides what an exit means.
+  } else if (failed && !stopping_) {
     message(text);
     exit_code_ = kExitRankFailed;
     stopAll(SIGTERM, "stopping the other ranks (SIGTERM, then SIGKILL after " +
@@ -246,10 +318,21 @@ void Job::onRankExit(Rank& rank) {
   }
   rank.reaped = true;
   closeFd(&rank.child.stdin_fd);
+  if (config_.on_exit) {
+    RankExit e;
+    e.id = p.rank;
+    e.host = p.host;
+    e.failed = failed;
+    e.stopped = rank.stop_requested || stopping_;
+    e.description = describeExit(by_signal, value, rank.launch.remote);
+    config_.on_exit(e);
+  }
 }
 
 void Job::checkExits() {
-  for (auto& r : ranks_) {
+  // By index: on_exit may add ranks.
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank* r = ranks_[i].get();
     if (!r->running) continue;
     siginfo_t info{};
     info.si_pid = 0;
@@ -311,7 +394,13 @@ void Job::pollOnce() {
     }
   }
   int timeout = -1;
-  for (const auto& d : {start_deadline_, kill_deadline_, ssh_kill_deadline_, drain_deadline_}) {
+  std::vector<std::optional<Clock::time_point>> deadlines = {start_deadline_,    kill_deadline_,
+                                                             ssh_kill_deadline_, drain_deadline_,
+                                                             term_deadline_,     next_tick_};
+  for (auto& r : ranks_) {
+    if (r->running) deadlines.insert(deadlines.end(), {r->kill_at, r->client_kill_at});
+  }
+  for (const auto& d : deadlines) {
     if (d) timeout = timeout < 0 ? msUntil(*d) : std::min(timeout, msUntil(*d));
   }
   int n = ::poll(fds.data(), fds.size(), timeout);
@@ -350,12 +439,41 @@ void Job::pollOnce() {
       if (r->running && r->launch.remote) ::kill(-r->child.pid, SIGKILL);
     }
   }
+  if (term_deadline_ && now >= *term_deadline_) {
+    term_deadline_.reset();
+    stopAll(SIGTERM, "");
+  }
+  checkRankDeadlines(now);
+  if (config_.on_tick && (!next_tick_ || now >= *next_tick_)) {
+    next_tick_ = now + std::chrono::milliseconds(config_.tick_ms);
+    config_.on_tick();
+  }
+}
+
+void Job::checkRankDeadlines(Clock::time_point now) {
+  for (auto& r : ranks_) {
+    if (!r->running) continue;
+    if (r->kill_at && now >= *r->kill_at) {
+      r->kill_at.reset();
+      sendSignal(*r, SIGKILL);
+      if (r->launch.remote) {
+        r->client_kill_at = now + std::chrono::milliseconds(
+                                      static_cast<long long>(config_.grace_seconds * 1000) + 2000);
+      }
+    }
+    if (r->client_kill_at && now >= *r->client_kill_at) {
+      r->client_kill_at.reset();
+      ::kill(-r->child.pid, SIGKILL);
+    }
+  }
 }
 
 int Job::wait() {
   while (true) {
-    if (runningCount() == 0) {
+    // Elastic mode: nothing running is a pause (waiting for hosts) until end().
+    if (runningCount() == 0 && (!config_.on_exit || stopping_)) {
       kill_deadline_.reset();
+      term_deadline_.reset();
       ssh_kill_deadline_.reset();
       start_deadline_.reset();
       // Output still buffered in the pipes; a process that escaped its group

@@ -2,10 +2,9 @@
 // rendezvous server and runs the job (launcher/job.h). The only place of the
 // launcher where exceptions may surface (CLI11, std::bad_alloc).
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -16,8 +15,11 @@
 
 #include "core/logging.h"
 #include "launcher/cli.h"
+#include "launcher/discovery.h"
+#include "launcher/elastic_job.h"
 #include "launcher/hosts.h"
 #include "launcher/job.h"
+#include "launcher/launch.h"
 #include "launcher/mpi_launch.h"
 #include "launcher/network.h"
 #include "launcher/placement.h"
@@ -29,30 +31,6 @@
 namespace tutti {
 namespace launcher {
 namespace {
-
-// mkdir -p
-Status makeDirs(const std::string& path) {
-  std::string sofar;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    sofar = path.substr(0, pos);
-    if (sofar.empty()) continue;
-    if (::mkdir(sofar.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Status::ioError("--output-filename: cannot create " + sofar + ": " +
-                             std::strerror(errno));
-    }
-  }
-  return Status::ok();
-}
-
-Status openOutputFile(const std::string& path, int* fd) {
-  *fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (*fd < 0) {
-    return Status::ioError("--output-filename: cannot open " + path + ": " + std::strerror(errno));
-  }
-  return Status::ok();
-}
 
 std::set<int> arrivedRanks(const RendezvousServer& server) {
   std::set<int> out;
@@ -90,14 +68,26 @@ int run(const LaunchOptions& o) {
     st = parseHostList(o.hosts, &hosts);
   } else if (!o.hostfile.empty()) {
     st = readHostfile(o.hostfile, &hosts);
+  } else if (!o.discovery_script.empty()) {
+    // Its first run must work: there is no last good list to fall back on.
+    st = runDiscoveryScript(o.discovery_script, o.slots_per_host, 30, &hosts);
+    if (!st.isOk()) {
+      return fail(kExitStartFailed,
+                  Status(st.code(), "elastic: the first host discovery failed: " + st.message()));
+    }
   } else {
-    hosts = {{"localhost", o.np}};
+    hosts = {{"localhost", std::max(o.np, o.max_np)}};
   }
   if (!st.isOk()) return fail(kExitUsage, st);
   int np = o.np > 0 ? o.np : totalSlots(hosts);
   std::vector<RankPlacement> placement;
-  st = assignRanks(hosts, np, &placement);
-  if (!st.isOk()) return fail(kExitUsage, st);
+  if (!o.elastic()) {
+    st = assignRanks(hosts, np, &placement);
+    if (!st.isOk()) return fail(kExitUsage, st);
+  } else {
+    // Workers and generations come later; only the hosts matter here.
+    for (const auto& h : hosts) placement.push_back({0, h.host, 0, 0, h.slots, 0, 1});
+  }
 
   // Environment shared by every rank.
   JobEnv job;
@@ -128,13 +118,16 @@ int run(const LaunchOptions& o) {
         remote_beyond_loopback || (remote[i] && !isLoopbackHost(placement[i].host));
   }
   job.remote_rendezvous_addr = "127.0.0.1";
-  if (remote_beyond_loopback) {
-    job.remote_rendezvous_addr = interface_addr;
-    if (interface_addr.empty()) {
-      st = firstNonLoopbackAddress(&job.remote_rendezvous_addr);
-      if (!st.isOk()) return fail(kExitStartFailed, st);
+  // A discovery script may add real hosts later: take the address now if
+  // there is one.
+  if (remote_beyond_loopback || !o.discovery_script.empty()) {
+    std::string addr = interface_addr;
+    Status found = addr.empty() ? firstNonLoopbackAddress(&addr) : Status::ok();
+    if (!found.isOk() && remote_beyond_loopback) return fail(kExitStartFailed, found);
+    if (found.isOk()) {
+      job.remote_rendezvous_addr = addr;
+      job.local_hostname = addr;
     }
-    job.local_hostname = job.remote_rendezvous_addr;
   }
 
   char cwd_buf[PATH_MAX];
@@ -150,6 +143,26 @@ int run(const LaunchOptions& o) {
   st = RendezvousServer::start("0.0.0.0", 0, job.secret, &server);
   if (!st.isOk()) return fail(kExitStartFailed, st);
   job.rendezvous_port = server->port();
+  StartOptions start;
+  start.ssh = {o.ssh_port, o.ssh_identity};
+  start.rsh_agent = o.rsh_agent_words;
+  start.grace_seconds = static_cast<int>(o.grace_seconds + 0.5);
+  start.cwd = cwd;
+  start.launcher_env = launcher_env;
+  start.command = o.command;
+  start.output_dir = o.output_dir;
+  job.remote_hostname = o.rsh_agent_words.empty();
+  if (o.elastic()) {
+    if (o.verbose) {
+      std::string line = "tuttirun: rendezvous server on port " +
+                         std::to_string(job.rendezvous_port) + "; elastic job on " +
+                         std::to_string(hosts.size()) + " host(s)\n";
+      writeAll(2, line.data(), line.size());
+    }
+    int code = runElasticJob(o, job, start, hosts, *server);
+    server->stop();
+    return code;
+  }
   if (o.verbose) {
     std::string line = "tuttirun: rendezvous server on port " +
                        std::to_string(job.rendezvous_port) + "; " + std::to_string(np) +
@@ -159,43 +172,25 @@ int run(const LaunchOptions& o) {
 
   // What to start for each rank.
   std::vector<RankLaunch> launches;
-  SshOptions ssh{o.ssh_port, o.ssh_identity};
-  int grace = static_cast<int>(o.grace_seconds + 0.5);
   for (size_t i = 0; i < placement.size(); ++i) {
     RankLaunch l;
-    l.placement = placement[i];
-    l.remote = remote[i];
     EnvMap env = rankEnvironment(placement[i], np, remote[i], job);
-    if (remote[i]) {
-      l.request.argv = sshCommand(placement[i].host, ssh, grace);
-      l.request.env = envStrings(launcher_env);
-      l.request.stdin_pipe = true;
-      l.stdin_script = remoteScript(env, cwd, o.command, placement[i].local_size);
-    } else {
-      l.request.argv = o.command;
-      l.request.env = envStrings(env);
-    }
-    if (!o.output_dir.empty()) {
-      std::string dir = o.output_dir + "/rank." + std::to_string(placement[i].rank);
-      st = makeDirs(dir);
-      if (st.isOk()) st = openOutputFile(dir + "/stdout", &l.stdout_file);
-      if (st.isOk()) st = openOutputFile(dir + "/stderr", &l.stderr_file);
-      if (!st.isOk()) {
-        for (auto& done : launches) {
-          ::close(done.stdout_file);
-          ::close(done.stderr_file);
-        }
-        if (l.stdout_file >= 0) ::close(l.stdout_file);
-        return fail(kExitStartFailed, st);
+    st = makeLaunch(placement[i], remote[i], env, placement[i].local_size, "rank", start, &l);
+    if (!st.isOk()) {
+      for (auto& done : launches) {
+        ::close(done.stdout_file);
+        ::close(done.stderr_file);
       }
+      return fail(kExitStartFailed, st);
     }
+    l.rsh_agent = remote[i] && !start.rsh_agent.empty();
     if (o.verbose) {
       std::string line =
           "tuttirun: rank " + std::to_string(placement[i].rank) + " -> " + placement[i].host +
           " (local rank " + std::to_string(placement[i].local_rank) + "/" +
           std::to_string(placement[i].local_size) + ", cross rank " +
           std::to_string(placement[i].cross_rank) + "/" + std::to_string(placement[i].cross_size) +
-          ")" + (remote[i] ? " via ssh" : "") + "\n";
+          ")" + (remote[i] ? " " + launchVia(true, start) : "") + "\n";
       writeAll(2, line.data(), line.size());
     }
     launches.push_back(std::move(l));

@@ -26,7 +26,32 @@ const char* const kPlacementVars[] = {
     "TUTTI_RENDEZVOUS_SERVER",
     "TUTTI_SECRET",
     "TUTTI_HOSTNAME",
+    "TUTTI_ELASTIC_WORKER_ID",
+    "TUTTI_ELASTIC_TIMEOUT_SECONDS",
 };
+
+// What every process of the job gets, placement aside.
+EnvMap jobEnvironment(const std::string& host, int local_size, bool remote, const JobEnv& job) {
+  EnvMap env;
+  for (const auto& [name, value] : job.base) {
+    if (remote && isHostSpecificVariable(name)) continue;
+    env[name] = value;
+  }
+  for (const char* var : kPlacementVars) env.erase(var);
+  env["TUTTI_RENDEZVOUS_ADDR"] = remote ? job.remote_rendezvous_addr : job.local_rendezvous_addr;
+  env["TUTTI_RENDEZVOUS_PORT"] = std::to_string(job.rendezvous_port);
+  env["TUTTI_RENDEZVOUS_SERVER"] = "external";
+  env["TUTTI_SECRET"] = job.secret;
+  if (remote && job.remote_hostname) {
+    env["TUTTI_HOSTNAME"] = host;
+  } else if (!remote && !job.local_hostname.empty()) {
+    env["TUTTI_HOSTNAME"] = job.local_hostname;
+  }
+  if (!remote && env.count("OMP_NUM_THREADS") == 0) {
+    env["OMP_NUM_THREADS"] = std::to_string(std::max(1, job.cores / std::max(1, local_size)));
+  }
+  return env;
+}
 
 }  // namespace
 
@@ -128,30 +153,21 @@ bool isHostSpecificVariable(const std::string& name) {
 }
 
 EnvMap rankEnvironment(const RankPlacement& rank, int world_size, bool remote, const JobEnv& job) {
-  EnvMap env;
-  for (const auto& [name, value] : job.base) {
-    if (remote && isHostSpecificVariable(name)) continue;
-    env[name] = value;
-  }
-  for (const char* var : kPlacementVars) env.erase(var);
+  EnvMap env = jobEnvironment(rank.host, rank.local_size, remote, job);
   env["TUTTI_RANK"] = std::to_string(rank.rank);
   env["TUTTI_SIZE"] = std::to_string(world_size);
   env["TUTTI_LOCAL_RANK"] = std::to_string(rank.local_rank);
   env["TUTTI_LOCAL_SIZE"] = std::to_string(rank.local_size);
   env["TUTTI_CROSS_RANK"] = std::to_string(rank.cross_rank);
   env["TUTTI_CROSS_SIZE"] = std::to_string(rank.cross_size);
-  env["TUTTI_RENDEZVOUS_ADDR"] = remote ? job.remote_rendezvous_addr : job.local_rendezvous_addr;
-  env["TUTTI_RENDEZVOUS_PORT"] = std::to_string(job.rendezvous_port);
-  env["TUTTI_RENDEZVOUS_SERVER"] = "external";
-  env["TUTTI_SECRET"] = job.secret;
-  if (remote) {
-    env["TUTTI_HOSTNAME"] = rank.host;
-  } else if (!job.local_hostname.empty()) {
-    env["TUTTI_HOSTNAME"] = job.local_hostname;
-  }
-  if (!remote && env.count("OMP_NUM_THREADS") == 0) {
-    env["OMP_NUM_THREADS"] = std::to_string(std::max(1, job.cores / std::max(1, rank.local_size)));
-  }
+  return env;
+}
+
+EnvMap workerEnvironment(int worker_id, const std::string& elastic_timeout_seconds,
+                         const std::string& host, int host_slots, bool remote, const JobEnv& job) {
+  EnvMap env = jobEnvironment(host, host_slots, remote, job);
+  env["TUTTI_ELASTIC_WORKER_ID"] = std::to_string(worker_id);
+  env["TUTTI_ELASTIC_TIMEOUT_SECONDS"] = elastic_timeout_seconds;
   return env;
 }
 

@@ -25,6 +25,10 @@ struct JobEnv {
   std::string local_rendezvous_addr = "127.0.0.1";  // for ranks on this machine
   std::string remote_rendezvous_addr;               // for ranks on other hosts
   std::string local_hostname;                       // TUTTI_HOSTNAME of local ranks ("" = not set)
+  // Remote ranks get TUTTI_HOSTNAME = their host's name. False with
+  // --rsh-agent: the name may mean nothing to the network (a namespace, a
+  // pod); the rank advertises its route to the rendezvous server instead.
+  bool remote_hostname = true;
   int cores = 1;  // cores of this machine (OMP_NUM_THREADS of local ranks)
 };
 
@@ -39,8 +43,8 @@ Status applyEnvFlags(const std::vector<std::string>& flags, const EnvMap& from, 
 // registry, so that a bad exported value fails before the job starts.
 Status validateInheritedSettings(const EnvMap& env);
 
-// TUTTI_RANK, TUTTI_SECRET, ...: written per rank (or per job) by tuttirun,
-// never inherited from its environment.
+// TUTTI_RANK, TUTTI_SECRET, TUTTI_ELASTIC_WORKER_ID, ...: written per rank
+// (or per job) by tuttirun, never inherited from its environment.
 bool isPlacementVariable(const std::string& name);
 
 // A random per-job secret: 32 bytes from libsodium, as 64 hex digits.
@@ -49,6 +53,14 @@ Status generateSecret(std::string* secret);
 // The environment of one rank. For a remote rank, OMP_NUM_THREADS is left to
 // the remote host (it knows its cores; see remoteScript) unless set.
 EnvMap rankEnvironment(const RankPlacement& rank, int world_size, bool remote, const JobEnv& job);
+
+// The environment of one elastic worker (docs/elastic.md): as
+// rankEnvironment, but instead of TUTTI_RANK, _SIZE, _LOCAL_*, _CROSS_* (the
+// worker reads them from its generation's members) TUTTI_ELASTIC_WORKER_ID
+// and TUTTI_ELASTIC_TIMEOUT_SECONDS. `host_slots` sizes OMP_NUM_THREADS of a
+// local worker.
+EnvMap workerEnvironment(int worker_id, const std::string& elastic_timeout_seconds,
+                         const std::string& host, int host_slots, bool remote, const JobEnv& job);
 
 // Environment variables not carried to remote hosts: they describe this
 // machine or this login session.

@@ -69,6 +69,69 @@ std::vector<std::string> sshCommand(const std::string& host, const SshOptions& s
   return argv;
 }
 
+std::vector<std::string> rshAgentCommand(const std::vector<std::string>& agent_words,
+                                         const std::string& host, int grace_seconds) {
+  const std::string placeholder = "{host}";
+  std::vector<std::string> argv;
+  bool replaced = false;
+  for (std::string word : agent_words) {
+    for (size_t at = word.find(placeholder); at != std::string::npos;
+         at = word.find(placeholder, at + host.size())) {
+      word.replace(at, placeholder.size(), host);
+      replaced = true;
+    }
+    argv.push_back(word);
+  }
+  if (!replaced) argv.push_back(host);
+  for (const char* w : {"sh", "-c"}) argv.push_back(w);
+  argv.push_back(remoteBootstrap(grace_seconds));
+  return argv;
+}
+
+Status splitShellWords(const std::string& text, std::vector<std::string>* words) {
+  std::vector<std::string> out;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) out.push_back(word);
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\'') {
+      size_t end = text.find('\'', i + 1);
+      if (end == std::string::npos)
+        return Status::invalidArgument("unterminated ' in '" + text + "'");
+      word += text.substr(i + 1, end - i - 1);
+      i = end;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size() &&
+            std::string("\"\\$`").find(text[j + 1]) != std::string::npos) {
+          ++j;
+        }
+        word += text[j];
+      }
+      if (j >= text.size()) return Status::invalidArgument("unterminated \" in '" + text + "'");
+      i = j;
+    } else if (c == '\\') {
+      if (i + 1 >= text.size()) {
+        return Status::invalidArgument("trailing \\ in '" + text + "'");
+      }
+      word += text[++i];
+    } else {
+      word += c;
+    }
+  }
+  if (in_word) out.push_back(word);
+  *words = out;
+  return Status::ok();
+}
+
 std::string remoteScript(const EnvMap& env, const std::string& cwd,
                          const std::vector<std::string>& command, int omp_local_size) {
   std::string script = "nl=\"$(printf \"\\nx\")\"\nnl=\"${nl%x}\"\n";

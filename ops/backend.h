@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "ops/algorithms/ring.h"
+#include "ops/transport.h"
 
 namespace tutti {
 
@@ -83,6 +84,14 @@ class Backend {
     recvs[static_cast<size_t>(ring::leftOf(rank(), n))] = recv_bytes;
     return alltoallv(send, sends, recv, recvs);
   }
+
+  // Non-blocking point-to-point access for ring algorithms that overlap
+  // their own work with the transfers, segment by segment
+  // (coordinator/compressed_ring_allreduce.cc); null when the backend has
+  // none (they then use ringExchange). Such an algorithm reports what it sent
+  // through it with countRingBytes (CountingBackend adds it to its count).
+  virtual Transport* ringTransport() { return nullptr; }
+  virtual void countRingBytes(uint64_t /*bytes*/) {}
 };
 
 }  // namespace tutti

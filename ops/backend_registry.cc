@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/logging.h"
+#include "ops/tcp/elastic_membership.h"
 #include "ops/tcp/generation_store.h"
 #include "ops/tcp/rendezvous_client.h"
 #include "ops/tcp/rendezvous_server.h"
@@ -50,7 +51,15 @@ struct TcpKeepalive {
   std::unique_ptr<RendezvousServer> server;
   std::unique_ptr<RendezvousClient> client;
   int generation = 0;
+  bool elastic = false;  // generation is an elastic one (docs/elastic.md)
 };
+
+// The store of this runtime's rendezvous generation: "gen/<g>/" counted per
+// rank, or the elastic driver's "elastic/gen/<g>/".
+std::unique_ptr<Store> generationStore(const TcpKeepalive& keep) {
+  if (keep.elastic) return std::make_unique<ElasticGenerationStore>(*keep.client, keep.generation);
+  return std::make_unique<GenerationStore>(*keep.client, keep.generation);
+}
 
 // CUDA support (any backend) and, for TUTTI_BACKEND=nccl, the NCCL backend
 // that meets its peers through the job generation's store.
@@ -80,8 +89,8 @@ void addDeviceSupport(const Settings& settings, const std::shared_ptr<TcpKeepali
         }
         Store& base_;
       };
-      GenerationStore generation_store(*keep->client, keep->generation);
-      RetryOnce store(generation_store);
+      std::unique_ptr<Store> generation_store = generationStore(*keep);
+      RetryOnce store(*generation_store);
       return connectNcclBackend(device, &store, settings, backend);
     };
   }
@@ -116,9 +125,11 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
   auto keep = std::make_shared<TcpKeepalive>();
   std::unique_ptr<TcpTransport> transport;
   // A job of one rank needs no store, unless tuttirun serves one: then the
-  // rank still checks in, so that the launcher sees it arrive.
-  if (settings.size > 1 || !settings.rank0_hosts_rendezvous) {
-    if (settings.rank == 0 && settings.rank0_hosts_rendezvous) {
+  // rank still checks in, so that the launcher sees it arrive. An elastic
+  // worker always meets its generation in the driver's store.
+  const bool elastic = settings.elastic_worker_id >= 0;
+  if (settings.size > 1 || !settings.rank0_hosts_rendezvous || elastic) {
+    if (settings.rank == 0 && settings.rank0_hosts_rendezvous && !elastic) {
       TUTTI_RETURN_IF_ERROR(RendezvousServer::start("0.0.0.0", settings.rendezvous_port,
                                                     settings.secret, &keep->server));
     }
@@ -127,12 +138,20 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
     TUTTI_RETURN_IF_ERROR(RendezvousClient::connect(settings.rendezvous_addr,
                                                     settings.rendezvous_port, settings.secret,
                                                     timeout, &keep->client));
-    int generation = 0;
-    TUTTI_RETURN_IF_ERROR(enterNextGeneration(*keep->client, settings.rank, &generation));
-    keep->generation = generation;
-    GenerationStore store(*keep->client, generation);
+    if (elastic) {
+      // The join (coordinator/elastic_worker.h) chose the generation.
+      if (settings.elastic_generation < 0) {
+        return Status::internal("elastic worker " + std::to_string(settings.elastic_worker_id) +
+                                ": connectBackend without a generation");
+      }
+      keep->generation = static_cast<int>(settings.elastic_generation);
+      keep->elastic = true;
+    } else {
+      TUTTI_RETURN_IF_ERROR(enterNextGeneration(*keep->client, settings.rank, &keep->generation));
+    }
+    std::unique_ptr<Store> store = generationStore(*keep);
     TUTTI_RETURN_IF_ERROR(
-        TcpTransport::connect(settings, store, keep->client->localAddress(), &transport));
+        TcpTransport::connect(settings, *store, keep->client->localAddress(), &transport));
   } else {
     struct NoStore : Store {
       Status set(const std::string&, const std::vector<uint8_t>&) override { return Status::ok(); }

@@ -170,7 +170,8 @@ TUTTI_API size_t tutti_dtype_size(int dtype);
  * variable and the accepted range), TUTTI_ERR_TIMEOUT naming the ranks that
  * never arrived, TUTTI_ERR_IO. Calling it while initialised is TUTTI_OK and
  * does nothing. After tutti_shutdown() it may be called again (another world
- * size is fine).
+ * size is fine). With TUTTI_ELASTIC_WORKER_ID set it is an elastic join
+ * instead (see Elastic training below).
  */
 TUTTI_API int tutti_init(void);
 
@@ -390,6 +391,91 @@ TUTTI_API int tutti_start_timeline(const char* path, int mark_cycles);
  * TUTTI_ERR_IO (a write had failed), TUTTI_ERR_NOT_INITIALIZED.
  */
 TUTTI_API int tutti_stop_timeline(void);
+
+/* ---- Elastic training ------------------------------------------------------------ */
+/*
+ * A worker started by tuttirun's elastic driver (--min-np, --max-np,
+ * --host-discovery-script; docs/elastic.md) has TUTTI_ELASTIC_WORKER_ID set.
+ * Its tutti_init() is a join: it waits (polling the driver's store every
+ * 20 ms, up to TUTTI_ELASTIC_TIMEOUT_SECONDS, default 600) for the next
+ * membership generation that includes this worker, takes its rank, size and
+ * local/cross placement from it (TUTTI_RANK, TUTTI_SIZE, ... are ignored),
+ * and meets the generation's other members; a generation superseded while
+ * they meet is left for the newer one. Errors of tutti_init() there:
+ * TUTTI_ERR_SHUTDOWN with the driver's message when it gave up on the job,
+ * TUTTI_ERR_TIMEOUT naming the worker id and the timeout, and
+ * TUTTI_ERR_INVALID_ARGUMENT when TUTTI_BACKEND is not tcp. After a lost peer
+ * (TUTTI_ERR_PEER_LOST) or a hosts update, every survivor calls
+ * tutti_elastic_leave() then tutti_elastic_join() and restores its state from
+ * the new rank 0 (always a surviving member).
+ *
+ * Thread-safety: as tutti_init()/tutti_shutdown() for leave and join (they
+ * serialise with them and with each other); the others as any call.
+ */
+
+/* 1 when TUTTI_ELASTIC_WORKER_ID is set (>= 0) in the environment, else 0.
+ * Needs no initialised runtime; never fails. */
+TUTTI_API int tutti_elastic_enabled(void);
+
+/* The membership generation of the running runtime (0, 1, ...); -1 when not
+ * initialised or not elastic. Never fails. */
+TUTTI_API int64_t tutti_elastic_generation(void);
+
+/*
+ * Leaves the current generation: if the runtime failed because a peer was
+ * lost, reports that rank to the driver (store key
+ * elastic/report/<generation>/<worker id>, so that the driver treats its
+ * worker as failed even when its process is alive but unreachable), then
+ * shuts the runtime down as tutti_shutdown() does. TUTTI_OK when not
+ * initialised. In a job that is not elastic it is tutti_shutdown(). Errors:
+ * TUTTI_ERR_TIMEOUT/TUTTI_ERR_IO when the report could not reach the driver's
+ * store (the runtime is shut down all the same).
+ */
+TUTTI_API int tutti_elastic_leave(void);
+
+/*
+ * Joins the next generation that includes this worker (newer than the last
+ * one it joined), as tutti_init() does for an elastic worker; blocks up to
+ * TUTTI_ELASTIC_TIMEOUT_SECONDS (plus the meeting). Errors: those of the
+ * elastic tutti_init() above; TUTTI_ERR_INVALID_ARGUMENT when the runtime is
+ * still initialised (call tutti_elastic_leave() first) or
+ * TUTTI_ELASTIC_WORKER_ID is not set.
+ */
+TUTTI_API int tutti_elastic_join(void);
+
+/*
+ * Collective over the current ranks (every rank calls it at the same point,
+ * e.g. at each commit of the training state): *updated = 1 on every rank if
+ * any rank sees a generation newer than the current one in the driver's store
+ * (hosts were added or removed; the ranks then leave and join), else 0. A
+ * rank that cannot reach the store counts as seeing none (logged). In a job
+ * that is not elastic *updated = 0 and nothing is exchanged. Errors:
+ * TUTTI_ERR_INVALID_ARGUMENT (updated NULL), TUTTI_ERR_NOT_INITIALIZED, and
+ * those of an allreduce (TUTTI_ERR_PEER_LOST, TUTTI_ERR_SHUTDOWN); *updated
+ * is left unchanged on error. Runs an allreduce named
+ * "tutti.elastic.hosts_updated.<n>": do not use that name.
+ */
+TUTTI_API int tutti_elastic_hosts_updated(int* updated);
+
+/*
+ * Error-feedback residuals of top-k and int8 compression (what this rank
+ * still owes its peers from earlier steps, per tensor name) as opaque bytes,
+ * so that an elastic training state can commit them with the model and
+ * restore them after a membership change (coordinator/residual_codec.h has
+ * the format). Rank-local: each rank keeps its own; never broadcast. Take
+ * them between steps (no compressed allreduce in flight), as the model.
+ *
+ * get: *size = the bytes needed; writes them to buffer when capacity is
+ * enough (call with buffer NULL, capacity 0 to ask the size). Errors:
+ * TUTTI_ERR_INVALID_ARGUMENT (size NULL, or buffer non-NULL with capacity
+ * below *size: nothing written), TUTTI_ERR_NOT_INITIALIZED.
+ * set: replaces the residuals of every compression spec in the bytes; a
+ * residual whose tensor changed shape since is reset to zeros on next use.
+ * Errors: TUTTI_ERR_INVALID_ARGUMENT naming what is wrong with the bytes
+ * (nothing changes then), TUTTI_ERR_NOT_INITIALIZED. Any thread.
+ */
+TUTTI_API int tutti_get_compression_residuals(void* buffer, size_t capacity, size_t* size);
+TUTTI_API int tutti_set_compression_residuals(const void* data, size_t size);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,11 +1,12 @@
-// The C ABI (tutti.h) over tutti::Runtime.
+// The C ABI (tutti.h) over tutti::Runtime; the elastic functions are in
+// tutti_elastic.cc.
 //
-// The one process global of tutti lives here: the Runtime that tutti_init()
-// creates. A shared_mutex guards the pointer, not the Runtime (which is itself
-// thread-safe): every call takes it shared, so waits on different threads and
-// enqueues run concurrently; init and shutdown take it exclusively. Shutdown
-// first completes every pending handle (under the shared lock) so that no
-// waiter holds the lock while shutdown waits for it.
+// The one process global of tutti lives here (bindings/c/c_api_state.h): the
+// Runtime that tutti_init() creates. A shared_mutex guards the pointer, not
+// the Runtime (which is itself thread-safe): every call takes it shared, so
+// waits on different threads and enqueues run concurrently; init and shutdown
+// take it exclusively. Shutdown first completes every pending handle (under
+// the shared lock) so that no waiter holds the lock while shutdown waits for it.
 
 #include "tutti/config.h"  // TUTTI_VERSION_*: must agree with tutti.h (a redefinition warns)
 
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/c/c_api_state.h"
 #include "coordinator/runtime.h"
 #include "core/dtype.h"
 #include "core/settings.h"
@@ -62,22 +64,16 @@ static_assert(TUTTI_DEVICE_CUDA == static_cast<int>(tutti::DeviceType::kCuda), "
 static_assert(sizeof(tutti::Handle) == sizeof(tutti_handle), "handle ABI");
 
 namespace {
+thread_local std::string t_last_error;
+thread_local void* t_cuda_stream = nullptr;  // tutti_set_cuda_stream()
+}  // namespace
 
-constexpr int kMaxDims = 64;
-
-// The runtime of this process (null when not initialised) and its guard.
-struct Global {
-  std::shared_mutex mutex;
-  std::unique_ptr<tutti::Runtime> runtime;
-};
+namespace tutti_c {
 
 Global& global() {
   static Global* g = new Global();  // never destroyed: safe to use from atexit handlers
   return *g;
 }
-
-thread_local std::string t_last_error;
-thread_local void* t_cuda_stream = nullptr;  // tutti_set_cuda_stream()
 
 int fail(const tutti::Status& status) {
   t_last_error = status.message();
@@ -89,21 +85,25 @@ int report(const tutti::Status& status) {
   return fail(status);
 }
 
-int failInvalid(const std::string& message) {
-  return fail(tutti::Status::invalidArgument(message));
-}
-
 int failNotInitialized() {
   return fail(tutti::Status::notInitialized("tutti is not initialized: call tutti_init() first"));
 }
 
-// Runs fn(runtime) under the shared lock; kNotInitialized without a runtime.
-template <typename Fn>
-int withRuntime(Fn&& fn) {
-  Global& g = global();
-  std::shared_lock<std::shared_mutex> lock(g.mutex);
-  if (!g.runtime) return failNotInitialized();
-  return fn(*g.runtime);
+}  // namespace tutti_c
+
+namespace {
+
+using tutti_c::fail;
+using tutti_c::failNotInitialized;
+using tutti_c::global;
+using tutti_c::Global;
+using tutti_c::report;
+using tutti_c::withRuntime;
+
+constexpr int kMaxDims = 64;
+
+int failInvalid(const std::string& message) {
+  return fail(tutti::Status::invalidArgument(message));
 }
 
 int placement(int (tutti::Runtime::*getter)() const) {
@@ -232,6 +232,7 @@ int tutti_init(void) {
   tutti::Settings settings;
   tutti::Status status = tutti::loadSettings(tutti::processEnv(), &settings);
   if (!status.isOk()) return fail(status);
+  if (settings.elastic_worker_id >= 0) return report(tutti_c::elasticJoinLocked(g, settings));
   std::unique_ptr<tutti::Runtime> runtime;
   status = tutti::Runtime::create(settings, &runtime);
   if (!status.isOk()) return fail(status);

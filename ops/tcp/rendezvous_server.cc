@@ -23,8 +23,9 @@ namespace {
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 }  // namespace
 
-// Everything below runs on the server's own thread, except keys() and the
-// constructor/stop(), which only touch kv_ under mu_ or join the thread.
+// Everything below runs on the server's own thread, except keys(), lookup(),
+// setFromOutside() and the constructor/stop(), which only touch kv_ under mu_,
+// post to the thread or join it.
 class RendezvousServerImpl {
  public:
   class Conn;
@@ -204,6 +205,24 @@ class RendezvousServerImpl {
     bool dropped_ = false;
   };
 
+  // From any thread: store now (a GET handled later finds the value), wake
+  // the GETs already waiting on the server's thread.
+  void setFromOutside(const std::string& key, std::vector<uint8_t> value) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      kv_[key] = value;
+    }
+    asio::post(io_, [this, key, value = std::move(value)] { wake(key, value); });
+  }
+
+  bool lookup(const std::string& key, std::vector<uint8_t>* value) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = kv_.find(key);
+    if (it == kv_.end()) return false;
+    *value = it->second;
+    return true;
+  }
+
  private:
   void accept() {
     acceptor_.async_accept([this](const error_code& ec, tcp::socket sock) {
@@ -219,19 +238,16 @@ class RendezvousServerImpl {
     });
   }
 
-  bool lookup(const std::string& key, std::vector<uint8_t>* value) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = kv_.find(key);
-    if (it == kv_.end()) return false;
-    *value = it->second;
-    return true;
-  }
-
   void set(const std::string& key, std::vector<uint8_t> value) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       kv_[key] = value;
     }
+    wake(key, value);
+  }
+
+  // Server thread: answers the GETs waiting for `key`.
+  void wake(const std::string& key, const std::vector<uint8_t>& value) {
     auto it = waiters_.find(key);
     if (it == waiters_.end()) return;
     auto waiting = std::move(it->second);
@@ -279,6 +295,15 @@ int RendezvousServer::port() const {
 }
 std::vector<std::string> RendezvousServer::keys(const std::string& prefix) const {
   return impl_->keys(prefix);
+}
+void RendezvousServer::set(const std::string& key, const std::string& value) {
+  impl_->setFromOutside(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+bool RendezvousServer::get(const std::string& key, std::string* value) const {
+  std::vector<uint8_t> bytes;
+  if (!impl_->lookup(key, &bytes)) return false;
+  value->assign(bytes.begin(), bytes.end());
+  return true;
 }
 void RendezvousServer::stop() {
   impl_->stop();

@@ -30,6 +30,13 @@ class RendezvousServer {
   int port() const;
   // Keys set so far that start with `prefix`. Thread-safe.
   std::vector<std::string> keys(const std::string& prefix) const;
+  // Sets key to value as a client's SET does, from any thread: clients blocked
+  // in a GET of `key` are answered (on the server's thread, right after this
+  // returns). Sets from one thread are seen by clients in the order made.
+  // Used by tuttirun's elastic driver (docs/elastic.md).
+  void set(const std::string& key, const std::string& value);
+  // The value of `key`, if set (false otherwise). Thread-safe; never waits.
+  bool get(const std::string& key, std::string* value) const;
   // Stops serving and joins the thread. Idempotent.
   void stop();
 

@@ -212,7 +212,12 @@ std::string shmHostIdentity() {
   std::getline(in, boot);
   char host[256] = {};
   if (boot.empty() || gethostname(host, sizeof(host) - 1) != 0) return "";
-  return boot + "|" + host + "|" + std::to_string(geteuid());
+  // Processes in different network namespaces (containers, `ip netns exec`)
+  // may share /dev/shm but are meant to be different hosts: they talk TCP.
+  char netns[128] = {};
+  ssize_t n = readlink("/proc/self/ns/net", netns, sizeof(netns) - 1);
+  if (n <= 0) return "";
+  return boot + "|" + host + "|" + std::to_string(geteuid()) + "|" + std::string(netns, n);
 }
 
 }  // namespace tutti

@@ -113,8 +113,9 @@ class ShmChannel {
   std::atomic<uint32_t>* peer_flag_;
 };
 
-// "<boot id>|<hostname>|<uid>": equal for two processes that can share
-// memory through /dev/shm (open() still checks). Empty if unknown.
+// "<boot id>|<hostname>|<uid>|<network namespace>": equal for two processes
+// that can share memory through /dev/shm (open() still checks) and are meant
+// to be on one host (the same network namespace). Empty if unknown.
 std::string shmHostIdentity();
 
 }  // namespace tutti

@@ -30,6 +30,7 @@ class TcpBackend : public Backend {
   Status reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
                        DataType dtype, ReduceOp op) override;
   Status barrier() override;
+  Transport* ringTransport() override { return &transport_; }
 
  private:
   Transport& transport_;

@@ -8,6 +8,7 @@
 
 #include "core/logging.h"
 #include "ops/tcp/asio_util.h"
+#include "ops/tcp/tcp_keepalive.h"
 #include "ops/tcp/tcp_transport_impl.h"
 
 namespace tutti {
@@ -20,6 +21,9 @@ constexpr auto kRetryDelay = std::chrono::milliseconds(100);
 // How long to look up an address that should already be in the store.
 constexpr auto kProbeTimeout = std::chrono::milliseconds(200);
 constexpr int kSocketBufferBytes = 8 << 20;
+// While waiting for peers to connect, how often to ask the store whether the
+// rendezvous still stands (an elastic generation may be superseded).
+constexpr auto kRendezvousCheck = std::chrono::milliseconds(500);
 
 std::string addrKey(int rank) {
   return "rank/" + std::to_string(rank) + "/addr";
@@ -32,11 +36,18 @@ std::string joinRanks(const std::vector<int>& ranks) {
   return out.str();
 }
 
-void tuneSocket(tcp::socket& sock) {
+// Every peer connection, data and control, either side.
+void tuneSocket(tcp::socket& sock, double timeout_s) {
   error_code ec;  // best effort: the kernel may cap or refuse the sizes
   sock.set_option(tcp::no_delay(true), ec);
   sock.set_option(asio::socket_base::send_buffer_size(kSocketBufferBytes), ec);
   sock.set_option(asio::socket_base::receive_buffer_size(kSocketBufferBytes), ec);
+  // Silent host loss (ops/tcp/tcp_keepalive.h).
+  Status st = applyPeerKeepalive(sock.native_handle(), keepaliveFor(timeout_s));
+  if (!st.isOk()) {
+    TUTTI_LOG(kWarning) << "peer connection " << tcp_util::remoteString(sock) << ": "
+                        << st.message() << "; a silently vanished host is not detected on it";
+  }
 }
 
 }  // namespace
@@ -65,9 +76,14 @@ Status TcpTransportImpl::listen(tcp::endpoint* bound) {
   return Status::ok();
 }
 
+double TcpTransportImpl::setupTimeoutSeconds(const Settings& settings) {
+  return settings.elastic_worker_id >= 0 ? settings.elastic_timeout_seconds
+                                         : settings.timeout_seconds;
+}
+
 Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_host) {
   const auto timeout =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(setup_timeout_s_));
   setup_deadline_ = Clock::now() + timeout;
   key_ = auth::deriveKey(secret_);
 
@@ -103,7 +119,7 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
   if (!missing.empty()) {
     std::ostringstream msg;
     msg << "rank " << rank_ << ": " << joinRanks(missing)
-        << " never published their address within " << timeout_s_ << " s";
+        << " never published their address within " << setup_timeout_s_ << " s";
     return Status::timeout(msg.str());
   }
 
@@ -113,8 +129,19 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
     startOutgoing(j, Channel::kData, addrs[j]);
     if (j == 0) startOutgoing(0, Channel::kControl, addrs[0]);
   }
-  bool done = tcp_util::driveUntil(
-      io_, [&] { return connected_ == expected_ || !setup_error_.isOk(); }, setup_deadline_);
+  bool done = false;
+  while (true) {
+    const auto slice = std::min(setup_deadline_, Clock::now() + kRendezvousCheck);
+    done = tcp_util::driveUntil(
+        io_, [&] { return connected_ == expected_ || !setup_error_.isOk(); }, slice);
+    if (done || Clock::now() >= setup_deadline_) break;
+    // Our own address is in the store: a plain store answers at once; an
+    // elastic one says kShutdown once this generation was superseded, and
+    // then the peers we wait for will never come.
+    std::vector<uint8_t> v;
+    Status st = store.get(addrKey(rank_), kProbeTimeout, &v);
+    if (st.code() == StatusCode::kShutdown && setup_error_.isOk()) setup_error_ = st;
+  }
   error_code ec;
   acceptor_->close(ec);
   tcp_util::drainReady(io_);
@@ -154,7 +181,7 @@ Status TcpTransportImpl::describeMissing(Store& store) {
     }
   }
   std::ostringstream msg;
-  msg << "rank " << rank_ << ": connecting to the job timed out after " << timeout_s_ << " s";
+  msg << "rank " << rank_ << ": connecting to the job timed out after " << setup_timeout_s_ << " s";
   if (!unpublished.empty())
     msg << "; " << joinRanks(unpublished) << " never published their address";
   for (auto& o : other) msg << "; " << o;
@@ -198,7 +225,7 @@ void TcpTransportImpl::connectAttempt(int peer, Channel kind, std::shared_ptr<tc
       });
       return;
     }
-    tuneSocket(*sock);
+    tuneSocket(*sock, timeout_s_);
     auth::asyncHandshake(*sock, auth::Role::kClient, key_, setup_deadline_, [=](Status st) {
       if (!st.isOk()) {
         if (setup_error_.isOk()) {
@@ -235,7 +262,7 @@ void TcpTransportImpl::acceptNext() {
       TUTTI_LOG(kWarning) << "rank " << rank_ << ": accept failed: " << ec.message();
       return;
     }
-    tuneSocket(*sock);
+    tuneSocket(*sock, timeout_s_);
     auth::asyncHandshake(
         *sock, auth::Role::kServer, key_, setup_deadline_, [this, sock](Status st) {
           if (!st.isOk()) return;  // logged and closed; keep waiting for the real peer

@@ -16,14 +16,22 @@ TcpTransportImpl::TcpTransportImpl(const Settings& settings)
       rank_(settings.rank),
       size_(settings.size),
       timeout_s_(settings.timeout_seconds),
+      setup_timeout_s_(setupTimeoutSeconds(settings)),
       secret_(settings.secret),
       hostname_(settings.hostname),
       peers_(static_cast<size_t>(settings.size > 0 ? settings.size : 1)),
+      zstd_level_(settings.compression_zstd_level),
       last_connect_error_(peers_.size()) {
   if (settings.shm != "off") shm_identity_ = shmHostIdentity();
 }
 
 TcpTransportImpl::~TcpTransportImpl() {
+  if (wire_.payload_bytes > 0) {
+    TUTTI_LOG(kInfo) << "rank " << rank_ << ": tcp wire: " << wire_.payload_bytes
+                     << " payload bytes sent as " << wire_.socket_bytes
+                     << " socket bytes (zstd level " << zstd_level_ << ": "
+                     << wire_.compressed_frames << " of " << wire_.frames << " frames compressed)";
+  }
   closeAll();
   // Pending handlers reference user buffers and this object: they are
   // destroyed, never invoked, when io_ goes (it is not run again).
@@ -123,8 +131,18 @@ TcpTransportImpl::OpId TcpTransportImpl::post(bool send, int peer, uint8_t* data
   return id;
 }
 
+void TcpTransportImpl::advance(std::deque<Op>& ops, size_t n) {
+  Op& front = ops.front();
+  front.done += n;
+  if (front.done == front.bytes) {
+    pending_.erase(front.id);
+    ops.pop_front();
+  }
+}
+
 void TcpTransportImpl::startSend(int peer) {
   Peer& p = peers_[peer];
+  if (p.zstd) return startSendFramed(peer);
   if (p.send_active || p.sends.empty() || !broken_.isOk()) return;
   Op& op = p.sends.front();
   p.send_active = true;
@@ -134,18 +152,16 @@ void TcpTransportImpl::startSend(int peer) {
                              q.send_active = false;
                              if (ec) return breakOn(peer, ec);
                              q.last_progress = Clock::now();
-                             Op& front = q.sends.front();
-                             front.done += n;
-                             if (front.done == front.bytes) {
-                               pending_.erase(front.id);
-                               q.sends.pop_front();
-                             }
+                             wire_.payload_bytes += n;
+                             wire_.socket_bytes += n;
+                             advance(q.sends, n);
                              startSend(peer);
                            });
 }
 
 void TcpTransportImpl::startRecv(int peer) {
   Peer& p = peers_[peer];
+  if (p.zstd) return startRecvFramed(peer);
   if (p.recv_active || p.recvs.empty() || !broken_.isOk()) return;
   Op& op = p.recvs.front();
   p.recv_active = true;
@@ -155,12 +171,7 @@ void TcpTransportImpl::startRecv(int peer) {
                             q.recv_active = false;
                             if (ec) return breakOn(peer, ec);
                             q.last_progress = Clock::now();
-                            Op& front = q.recvs.front();
-                            front.done += n;
-                            if (front.done == front.bytes) {
-                              pending_.erase(front.id);
-                              q.recvs.pop_front();
-                            }
+                            advance(q.recvs, n);
                             startRecv(peer);
                           });
 }
@@ -367,7 +378,12 @@ Status TcpTransport::connect(const Settings& settings, Store& store,
                                    " is not in a job of size " + std::to_string(settings.size));
   }
   auto impl = std::make_unique<TcpTransportImpl>(settings);
-  if (settings.size > 1) TUTTI_RETURN_IF_ERROR(impl->connectAll(store, advertise_host));
+  if (settings.size > 1) {
+    TUTTI_RETURN_IF_ERROR(impl->publishZstdLevel(store));
+    TUTTI_RETURN_IF_ERROR(impl->connectAll(store, advertise_host));
+    TUTTI_RETURN_IF_ERROR(impl->checkZstdLevel(store));
+    TUTTI_RETURN_IF_ERROR(impl->enableZstd());
+  }
   out->reset(new TcpTransport(std::move(impl)));
   return Status::ok();
 }
@@ -406,6 +422,9 @@ void TcpTransport::wake() {
 }
 int TcpTransport::sharedMemoryPeers() const {
   return impl_->shmPeers();
+}
+TcpWireStats TcpTransport::wireStats() const {
+  return impl_->wireStats();
 }
 
 }  // namespace tutti

@@ -14,9 +14,15 @@
 // until bytes move, a deadline passes or wake() is called: an idle transport
 // uses no CPU.
 //
-// Timeouts (settings.timeout_seconds, in seconds): connect() as a whole; and
-// while waiting, no byte moving on an op's connection for that long is
-// kPeerLost "rank R: no progress for T s".
+// Timeouts (settings.timeout_seconds, in seconds): connect() as a whole
+// (an elastic worker: settings.elastic_timeout_seconds); and while waiting,
+// no byte moving on an op's connection for that long is kPeerLost "rank R: no
+// progress for T s". A host that vanishes silently (no FIN/RST: power off,
+// link down) is detected also while nothing is in flight: every peer
+// connection has TCP keepalive and TCP_USER_TIMEOUT derived from T
+// (ops/tcp/tcp_keepalive.h), so it breaks within about T and is kPeerLost
+// naming the rank; a peer that is only slow to reach a collective is not
+// (its kernel answers the probes).
 //
 // Errors: EOF or reset on any connection is kPeerLost naming the rank; after
 // the first kPeerLost the transport is broken and every call returns it.
@@ -33,6 +39,15 @@ namespace tutti {
 
 class TcpTransportImpl;
 
+// What went over this rank's data sockets to TCP peers (not through shared
+// memory), since connect.
+struct TcpWireStats {
+  uint64_t payload_bytes = 0;      // bytes the algorithms sent (postSend)
+  uint64_t socket_bytes = 0;       // bytes written on the sockets, frame headers included
+  uint64_t frames = 0;             // zstd wire frames sent (0 at level 0: no frames)
+  uint64_t compressed_frames = 0;  // of which carried a zstd frame, not raw bytes
+};
+
 class TcpTransport : public Transport {
  public:
   // Blocking connection setup, at most settings.timeout_seconds:
@@ -42,7 +57,11 @@ class TcpTransport : public Transport {
   //     the route to the rendezvous server; "127.0.0.1" if empty);
   //  3. connect to every rank j < r, accept from every j > r; every
   //     connection is authenticated with settings.secret, then says hello;
-  //  4. peers on the same host (equal "rank/<r>/host" entries, published
+  //  4. with settings.compression_zstd_level > 0, data to TCP peers goes in
+  //     zstd frames (ops/tcp/tcp_transport_impl.h); every rank must use the
+  //     same level (published as "rank/<r>/zstd_level" before the address and
+  //     compared after connecting: kInvalidArgument naming both ranks);
+  //  5. peers on the same host (equal "rank/<r>/host" entries, published
   //     before the address; settings.shm == "auto" on both) set up a
   //     shared-memory channel over their data connection and move data
   //     through it from then on; the TCP connection stays open for wake-ups
@@ -51,7 +70,9 @@ class TcpTransport : public Transport {
   // Size 1: no sockets, the store is not used. Errors: kTimeout naming the
   // ranks that never published their address or never connected; kIoError
   // for bind/resolve/authentication failures; kInvalidArgument for a peer
-  // that disagrees on the job size.
+  // that disagrees on the job size; kShutdown when the store's get() says
+  // the rendezvous was abandoned (ops/tcp/elastic_membership.h: a superseded
+  // generation), also asked every 0.5 s while waiting for peers to connect.
   static Status connect(const Settings& settings, Store& store, const std::string& advertise_host,
                         std::unique_ptr<TcpTransport>* out);
   ~TcpTransport() override;
@@ -70,6 +91,10 @@ class TcpTransport : public Transport {
   // Peers whose data goes through shared memory rather than TCP (same host,
   // TUTTI_SHM=auto on both; see ops/tcp/shm_channel.h). For tests and logs.
   int sharedMemoryPeers() const;
+
+  // Bytes sent to TCP peers and what the socket carried (what zstd saved).
+  // Also logged at info level when the transport is destroyed.
+  TcpWireStats wireStats() const;
 
  private:
   explicit TcpTransport(std::unique_ptr<TcpTransportImpl> impl);

@@ -11,6 +11,19 @@
 // instead of the data socket, which then carries only doorbell bytes (and
 // still reports the peer's EOF). Progress on those peers is made by pumpShm()
 // on this thread, inside post() and the wait loops; never by a handler.
+//
+// zstd on the wire (tcp_zstd.cc): with settings.compression_zstd_level > 0
+// the data sockets of TCP peers (not shared-memory ones) carry frames instead
+// of a plain byte stream. A send is cut into frames of at most
+// kWireFrameBytes raw bytes; each frame is a u32 length (of what follows it),
+// then a ZstdStage segment: u8 mode (raw / zstd), u64 raw bytes, and the raw
+// bytes or one checksummed zstd frame. Each connection's ZstdStage decides per
+// frame whether compressing pays (>= kWireMinSaving) from its running ratio
+// and re-probes after backing off. A receiver takes frames as a stream: a
+// frame may end inside a posted receive or span several. A frame it cannot
+// take (bad mode, sizes out of bounds, a corrupt zstd frame) breaks the
+// transport with kPeerLost naming the peer; nothing is written past a posted
+// buffer. Level 0: no frames, the wire is the plain byte stream.
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -20,10 +33,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compression/zstd_stage.h"
 #include "core/settings.h"
 #include "core/store.h"
 #include "ops/tcp/auth.h"
 #include "ops/tcp/shm_channel.h"
+#include "ops/tcp/tcp_transport.h"
 #include "ops/transport.h"
 
 namespace tutti {
@@ -38,6 +53,13 @@ constexpr size_t kHelloBytes = 13;
 enum class Channel : uint8_t { kData = 1, kControl = 2 };
 // Control frames from authenticated peers; anything larger is a bug.
 constexpr size_t kMaxControlBytes = 256u << 20;
+// zstd wire frames (see above): the length field, the whole frame header, the
+// most raw bytes one frame carries (sender and receiver), and the saving a
+// zstd frame must bring to be sent instead of the raw bytes.
+constexpr size_t kWireLengthBytes = 4;
+constexpr size_t kWireHeaderBytes = kWireLengthBytes + ZstdStage::kHeaderBytes;
+constexpr size_t kWireFrameBytes = 1u << 20;
+constexpr double kWireMinSaving = 0.10;
 
 class TcpTransportImpl {
  public:
@@ -49,6 +71,10 @@ class TcpTransportImpl {
 
   // tcp_connect.cc
   Status connectAll(Store& store, const std::string& advertise_host);
+  // How long connectAll() may take: TUTTI_TIMEOUT_SECONDS, or for an elastic
+  // worker TUTTI_ELASTIC_TIMEOUT_SECONDS (a newcomer waits for the old
+  // members to arrive at their next commit).
+  static double setupTimeoutSeconds(const Settings& settings);
 
   // tcp_transport.cc
   OpId post(bool send, int peer, uint8_t* data, size_t bytes);
@@ -62,6 +88,14 @@ class TcpTransportImpl {
   int rank() const { return rank_; }
   int size() const { return size_; }
   int shmPeers() const { return shm_peers_; }
+  const TcpWireStats& wireStats() const { return wire_; }
+
+  // tcp_zstd.cc: all ranks publish their level before connecting
+  // (publishZstdLevel), then compare after (checkZstdLevel: rank 0 against
+  // every rank, the others against rank 0), then frame TCP peers' data.
+  Status publishZstdLevel(Store& store);
+  Status checkZstdLevel(Store& store);
+  Status enableZstd();
 
  private:
   struct Op {
@@ -82,14 +116,24 @@ class TcpTransportImpl {
     std::vector<uint8_t> ctrl_body;
     // Shared-memory path (tcp_shm.cc); null: data goes over `data`.
     std::unique_ptr<ShmChannel> shm;
-    bool bell_active = false;  // a doorbell read is pending on `data`
-    bool bell_closed = false;  // that read ended: the peer closed (bell_error)
-    bool shm_armed = false;    // our sleeping flag is set for this peer
+    // zstd framing (tcp_zstd.cc); null: `data` carries a plain byte stream.
+    std::unique_ptr<ZstdStage> zstd;
+    std::vector<uint8_t> send_frame;  // length and segment header (+ zstd frame) being written
+    std::array<uint8_t, kWireHeaderBytes> recv_header{};
+    std::vector<uint8_t> recv_segment;  // segment header + zstd frame being read
+    std::vector<uint8_t> decoded;       // a decoded frame longer than its receive
+    size_t decoded_at = 0;              // bytes of `decoded` already delivered
+    size_t raw_left = 0;                // bytes of the raw frame being read still to come
+    bool bell_active = false;           // a doorbell read is pending on `data`
+    bool bell_closed = false;           // that read ended: the peer closed (bell_error)
+    bool shm_armed = false;             // our sleeping flag is set for this peer
     boost::system::error_code bell_error;
     std::array<uint8_t, 64> bell_buf{};
   };
 
   // tcp_transport.cc
+  // Counts n bytes done on the front op of `ops`; pops it when complete.
+  void advance(std::deque<Op>& ops, size_t n);
   void startSend(int peer);
   void startRecv(int peer);
   void startCtrlRead(int peer);
@@ -107,6 +151,14 @@ class TcpTransportImpl {
   template <typename Done>
   Status drive(Done done, int watch_peer);
   void runOneUntil(Clock::time_point deadline);
+
+  // tcp_zstd.cc
+  void startSendFramed(int peer);
+  void startRecvFramed(int peer);
+  void onFrameHeader(int peer);
+  void onFramePayload(int peer, size_t raw);
+  void deliverDecoded(int peer);
+  void breakWire(int peer, const std::string& what);
 
   // tcp_shm.cc
   Status setupShm(Store& store);
@@ -139,6 +191,7 @@ class TcpTransportImpl {
   int rank_;
   int size_;
   double timeout_s_;
+  double setup_timeout_s_;  // setupTimeoutSeconds()
   std::string secret_;
   std::string hostname_;
   auth::Key key_{};
@@ -153,6 +206,8 @@ class TcpTransportImpl {
   // number of peers that use it.
   std::string shm_identity_;
   int shm_peers_ = 0;
+  int zstd_level_ = 0;  // settings.compression_zstd_level
+  TcpWireStats wire_;
 
   // Connection setup state (tcp_connect.cc).
   std::unique_ptr<tcp::acceptor> acceptor_;

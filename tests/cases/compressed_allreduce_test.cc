@@ -68,6 +68,25 @@ double maxAbsSum(int size, int64_t count) {
   return ::testing::AssertionSuccess();
 }
 
+// Rank `rank`'s gradients of `counts` elements and outputs of the same shapes,
+// with their views.
+struct Tensors {
+  std::vector<HostTensor> ins, outs;
+  std::vector<TensorView> in_views, out_views;
+};
+Tensors gradientTensors(int rank, const std::vector<int64_t>& counts) {
+  Tensors t;
+  for (int64_t c : counts) {
+    t.ins.push_back(gradientTensor(rank, c));
+    t.outs.emplace_back(DataType::kFloat32, Shape{c});
+  }
+  for (size_t k = 0; k < counts.size(); ++k) {
+    t.in_views.push_back(t.ins[k].view());
+    t.out_views.push_back(t.outs[k].view());
+  }
+  return t;
+}
+
 using Param = std::tuple<int, const char*>;
 
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
@@ -90,16 +109,8 @@ TEST_P(CompressedAllreduceTest, OneStepWithinTheCompressorsBound) {
   runThreadRanks(size, [&](Runtime& rt) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
       const std::vector<int64_t> counts = {1000, 1, 37, 300};
-      std::vector<HostTensor> ins, outs;
-      std::vector<TensorView> in_views, out_views;
-      for (int64_t c : counts) {
-        ins.push_back(gradientTensor(rt.rank(), c));
-        outs.emplace_back(DataType::kFloat32, Shape{c});
-      }
-      for (size_t k = 0; k < counts.size(); ++k) {
-        in_views.push_back(ins[k].view());
-        out_views.push_back(outs[k].view());
-      }
+      Tensors t = gradientTensors(rt.rank(), counts);
+      auto& [ins, outs, in_views, out_views] = t;
       OpOptions opts;
       opts.name = std::string("cmp.") + reduceOpName(op);
       opts.reduce_op = op;
@@ -321,6 +332,34 @@ TEST_P(CompressionRulesTest, Int8RingTakesEveryFloatDtype) {
                    rounding * (absSumOverRanks(n, i) + std::fabs(sumOverRanks(n, i)) + quantised);
           }))
           << dataTypeName(dtype);
+    }
+  });
+}
+
+// Chunks longer than one segment (128 Ki elements) go through the pipelined
+// ring segment by segment, with segments cut across tensor boundaries: the
+// same n-hop bound, over several steps (the residuals carry between them).
+TEST_P(CompressionRulesTest, Int8RingInSegmentsStaysWithinTheBound) {
+  runThreadRanks(GetParam(), [](Runtime& rt) {
+    const int n = rt.size();
+    const std::vector<int64_t> counts = {300001, 5, 400000};
+    Tensors t = gradientTensors(rt.rank(), counts);
+    auto& [ins, outs, in_views, out_views] = t;
+    OpOptions opts = named("segments.int8");
+    opts.compression = "int8";
+    for (int step = 0; step < 3; ++step) {
+      std::vector<Handle> hs;
+      ASSERT_TRUE(IsOk(rt.groupedAllreduce(in_views, out_views, opts, &hs)));
+      for (Handle h : hs) ASSERT_TRUE(IsOk(finishHandle(rt, h)));
+      for (size_t k = 0; k < counts.size(); ++k) {
+        // One step plus the residuals of the earlier ones (each within one
+        // quantisation's bound per hop): 2x the one-step bound is loose.
+        const double bound = 2 * n * 0.5001 * (1 + n / 254.0) * maxAbsSum(n, counts[k]) / 127.0;
+        EXPECT_TRUE(withinBound(
+            outs[k], 1.0, [&](int64_t i) { return sumOverRanks(n, i); },
+            [&](int64_t) { return bound; }))
+            << "step " << step << " tensor " << k;
+      }
     }
   });
 }

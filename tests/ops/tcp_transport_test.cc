@@ -16,6 +16,7 @@
 #include "ops/backend_registry.h"
 #include "ops/tcp/rendezvous_client.h"
 #include "ops/tcp/rendezvous_server.h"
+#include "tests/support/memory_store.h"
 
 namespace tutti {
 namespace {
@@ -35,6 +36,10 @@ Settings makeSettings(int rank, int size, int port, double timeout_s = 10) {
   // The suite runs both ways: TUTTI_SHM=off forces TCP between these
   // same-host ranks (default auto: shared memory).
   if (const char* shm = std::getenv("TUTTI_SHM")) s.shm = shm;
+  // And with zstd frames on the TCP wire (TUTTI_COMPRESSION_ZSTD_LEVEL=1).
+  if (const char* zstd = std::getenv("TUTTI_COMPRESSION_ZSTD_LEVEL")) {
+    s.compression_zstd_level = std::atoi(zstd);
+  }
   return s;
 }
 
@@ -299,32 +304,8 @@ TEST_F(TcpTransportTest, SilentPeerIsPeerLostAfterTheTimeout) {
   EXPECT_LT(Clock::now() - t0, 3s);
 }
 
-// In-memory store, to give one rank a different secret for the data
-// connections only.
-class MemoryStore : public Store {
- public:
-  Status set(const std::string& key, const std::vector<uint8_t>& value) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    kv_[key] = value;
-    cv_.notify_all();
-    return Status::ok();
-  }
-  Status get(const std::string& key, std::chrono::milliseconds timeout,
-             std::vector<uint8_t>* value) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return kv_.count(key) > 0; })) {
-      return Status::timeout("key '" + key + "'");
-    }
-    *value = kv_[key];
-    return Status::ok();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::vector<uint8_t>> kv_;
-};
-
+// MemoryStore (tests/support/memory_store.h) gives one rank a different
+// secret for the data connections only.
 TEST(TcpTransportAuth, WrongSecretOnOneRankIsRefused) {
   MemoryStore store;
   Settings s0 = makeSettings(0, 2, 0, 1.0);

@@ -5,9 +5,10 @@
     run_job_tests.py c-example --np 3 --tuttirun T --binary build/examples/c_allreduce
     run_job_tests.py main-job  --np 2 --tuttirun T --library L
 
-pytest: tests/python under every rank of a job. c-example: the plain-C example
-prints OK on every rank. main-job: a short run of examples/torch_fashion_mnist.py
-whose loss decreases and whose parameter checksums agree on every rank.
+pytest: tests/python (or --files, relative to it) under every rank of a job.
+c-example: the plain-C example prints OK on every rank. main-job: a short run
+of examples/torch_fashion_mnist.py whose loss decreases and whose parameter
+checksums agree on every rank. (The elastic example: elastic_example_jobs.py.)
 Exits non-zero with a message saying what was wrong.
 """
 
@@ -48,8 +49,9 @@ def job_env(args):
 
 
 def cmd_pytest(args):
+    paths = [os.path.join(HERE, f) for f in args.files] if args.files else [HERE]
     rc, _ = run([args.tuttirun, "-np", str(args.np), PYTHON, "-m", "pytest", "-q", "-x",
-                 "-p", "no:cacheprovider", HERE], job_env(args), args.timeout)
+                 "-p", "no:cacheprovider"] + paths, job_env(args), args.timeout)
     return rc
 
 
@@ -91,6 +93,7 @@ def main():
     p.add_argument("--tuttirun", required=True)
     p.add_argument("--library", help="libtutti.so to load (TUTTI_LIBRARY)")
     p.add_argument("--binary", help="c-example: the program to run")
+    p.add_argument("--files", nargs="*", help="pytest: test files (relative to tests/python)")
     p.add_argument("--timeout", type=int, default=600, help="seconds")
     args = p.parse_args()
     fn = {"pytest": cmd_pytest, "c-example": cmd_c_example, "main-job": cmd_main_job}[args.what]

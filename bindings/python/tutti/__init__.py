@@ -26,6 +26,7 @@ from tutti.basics import (
 from tutti.compression import Compression, Compressor
 from tutti.errors import (
     DuplicateNameError,
+    HostsUpdatedInterrupt,
     InternalError,
     InvalidArgumentError,
     MismatchError,

@@ -107,6 +107,20 @@ _SIGNATURES = {
     "tutti_stop_timeline": (ctypes.c_int, []),
 }
 
+# Functions newer than some libtutti builds (elastic training, docs/elastic.md):
+# declared when the loaded library has them; function() raises a clear error
+# when it does not, so that importing tutti never fails on an older library.
+_OPTIONAL_SIGNATURES = {
+    "tutti_elastic_enabled": (ctypes.c_int, []),
+    "tutti_elastic_generation": (ctypes.c_int64, []),
+    "tutti_elastic_leave": (ctypes.c_int, []),
+    "tutti_elastic_join": (ctypes.c_int, []),
+    "tutti_elastic_hosts_updated": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int)]),
+    "tutti_get_compression_residuals": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t,
+                                                       ctypes.POINTER(ctypes.c_size_t)]),
+    "tutti_set_compression_residuals": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
+}
+
 _lock = threading.Lock()
 _lib = None
 
@@ -147,6 +161,11 @@ def load():
                 fn = getattr(lib, name)
                 fn.restype = restype
                 fn.argtypes = argtypes
+            for name, (restype, argtypes) in _OPTIONAL_SIGNATURES.items():
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    fn.restype = restype
+                    fn.argtypes = argtypes
             major = ctypes.c_int()
             lib.tutti_version(ctypes.byref(major), None, None)
             if major.value != ABI_MAJOR:
@@ -166,6 +185,26 @@ def load():
             "TUTTI_LIBRARY to build/bindings/c/libtutti.so, or install it (cmake --install build) "
             "where the linker finds it. Tried: " + "; ".join(tried)
         )
+
+
+def has_function(name):
+    """True when the loaded libtutti exports the C function `name`."""
+    return getattr(load(), name, None) is not None
+
+
+def function(name):
+    """The loaded libtutti's C function `name` (with its signature declared).
+
+    Raises NotImplementedError naming the library file when this libtutti
+    predates `name` (one of _OPTIONAL_SIGNATURES), OSError when none loads.
+    """
+    fn = getattr(load(), name, None)
+    if fn is None:
+        raise NotImplementedError(
+            "%s is missing from the loaded libtutti (%s): it was built before this function "
+            "existed; rebuild it (ninja -C build tutti) or point TUTTI_LIBRARY at a newer "
+            "libtutti.so" % (name, getattr(load(), "_name", "?")))
+    return fn
 
 
 def last_error():

@@ -78,6 +78,22 @@ class InternalError(TuttiError):
     code = 10
 
 
+class HostsUpdatedInterrupt(RuntimeError):
+    """Raised by an elastic State's commit() on every rank at once when hosts
+    were added to or removed from the job (tutti_elastic_hosts_updated): the
+    ranks leave the current generation and join the next one, keeping their
+    in-memory state (no restore). Not a TuttiError: nothing failed.
+
+    skip_sync: True when the new generation needs no state broadcast (Horovod:
+    hosts only removed). tutti cannot tell added from removed, so it raises
+    with False.
+    """
+
+    def __init__(self, skip_sync=False):
+        super().__init__("hosts were added to or removed from the elastic job")
+        self.skip_sync = skip_sync
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (

@@ -24,6 +24,7 @@ from tutti.basics import (
 )
 from tutti.errors import (
     DuplicateNameError,
+    HostsUpdatedInterrupt,
     InternalError,
     InvalidArgumentError,
     MismatchError,
@@ -78,3 +79,6 @@ from tutti.torch.optimizer import DistributedOptimizer
 
 # Horovod's name for the error raised when a peer is lost (elastic catches it).
 HorovodInternalError = PeerLostError
+
+# hvd.elastic: TorchState, ElasticSampler, run (imports the modules above).
+from tutti.torch import elastic  # noqa: E402

@@ -15,15 +15,29 @@ Thread-safety: like a torch optimizer, one training loop drives it; backward
 may run the hooks on autograd's threads.
 """
 
+import math
 import os
+import re
 import warnings
 from contextlib import contextmanager
 
 import torch
 
+from tutti import elastic
 from tutti.basics import size
 from tutti.torch import ops
 from tutti.compression import native_spec
+
+# With compress_updates and top-k, a tensor whose top-k would keep fewer than
+# this many entries per step (biases, small layers) is averaged whole as fp16
+# instead (see _step_compressed_updates).
+_MIN_TOPK_ENTRIES = 16
+
+
+def _dense_below(spec):
+    """Element count under which a top-k spec's tensors go whole (0: none)."""
+    m = re.match(r"\s*topk:([0-9.eE+-]+)", spec or "")
+    return int(math.ceil(_MIN_TOPK_ENTRIES / float(m.group(1)))) if m else 0
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -41,6 +55,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("compress_updates needs a tutti compression, op=Average and "
                              "backward_passes_per_step=1")
         self._compress_updates = bool(compress_updates)
+        self._dense_below = _dense_below(effective) if self._compress_updates else 0
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
@@ -77,7 +92,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        if size() > 1:
+        # In an elastic job the size may grow later: hook every parameter now
+        # (the hooks do nothing while the size is 1).
+        if size() > 1 or elastic.enabled():
             self._register_hooks()
 
     def _register_hooks(self):
@@ -112,8 +129,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if self._compress_updates:
-                return  # step() averages the updates instead of the gradients
+            if self._compress_updates or size() == 1:
+                return  # step() averages the updates instead, or there is no one to average with
             if p in self._handles and self._handles[p][0] is not None:
                 if self._allreduce_delay[p] <= 0:
                     raise AssertionError(
@@ -154,6 +171,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._handles.clear()
         self._synchronized = True
 
+    def _drop_in_flight(self):
+        """Forgets the gradient allreduces in flight and the accumulation
+        counts, as after step(). Called by tutti.torch.elastic at a reset: the
+        handles died with the previous generation's runtime."""
+        self._handles.clear()
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._synchronized = False
+
     @contextmanager
     def skip_synchronize(self):
         """Inside this context step() does not synchronize (call synchronize() first)."""
@@ -174,9 +200,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # stay identical. Error feedback makes the applied updates sum to the
         # ranks' mean update over time, which an adaptive optimizer's per-
         # element normalisation would otherwise shrink for sparse gradients.
+        # Small tensors are the exception (fewer elements than top-k needs to
+        # keep _MIN_TOPK_ENTRIES of them): top-k would send a handful of
+        # their entries per step and hold each of the others back for about
+        # 1/ratio steps, which costs those layers (biases, the first
+        # convolution, the classifier) most. Their gradients are averaged
+        # whole, as fp16, before the step, so every rank's optimizer makes
+        # the same update for them from the same gradient, as without
+        # compression. They cost little (counted in bytes_sent like the
+        # rest); measured in BENCHMARKS.md.
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         params = sorted(self._requires_update, key=lambda q: self._parameter_names[q])
+        small = [p for p in params if p.numel() < self._dense_below]
+        params = [p for p in params if p.numel() >= self._dense_below]
+        handles = []
+        for p in small:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            handles.append(ops.allreduce_async_(p.grad, name="gradient." + self._parameter_names[p],
+                                                op=ops.Average, compression="fp16"))
+        for handle in handles:
+            ops.synchronize(handle)
         before = [p.data.clone() for p in params]
-        loss = super(self.__class__, self).step(closure)
+        super(self.__class__, self).step()
         handles = []
         for p, old in zip(params, before):
             delta = p.data - old
