@@ -15,6 +15,7 @@ Cases (issue 7):
 """
 import argparse
 import os
+import random
 import re
 import subprocess
 import sys
@@ -161,6 +162,7 @@ def run_fault_case(cluster, tmp, fault, timeout_flag="10"):
               env={"TUTTI_TIMEOUT_SECONDS": timeout_flag})
     job.wait_for(lambda e: e.kind == "COMMIT" and e.step >= 15, 120, "the commit of step 15")
     doomed = {e.wid for e in job.of("STEP") if e.gen == 0 and e.rank >= 2}  # h2's ranks
+    time.sleep(random.uniform(0, 0.2))  # anywhere in the next steps, not right at the commit
     t_fault = time.time()
     if fault == "kill":
         n = cluster.kill_all("h2")
