@@ -42,8 +42,9 @@ MEAN, STD = 0.2860, 0.3530
 REFERENCE_BATCH = 64  # --lr is the learning rate for a global batch of this size
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def common_args(description):
+    """The flags both Fashion-MNIST examples take (this one and the elastic one)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist",
                    help="directory with the four IDX .gz files (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=2)
@@ -51,18 +52,23 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.001,
                    help="Adam learning rate for a global batch of 64; scaled linearly with the "
                         "global batch (default: 0.001)")
-    p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
-                   help="learning rate over the run: cosine decay to 0, or constant")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--log-interval", type=int, default=50, help="steps between progress lines")
     p.add_argument("--train-fraction", type=float, default=1.0,
-                   help="use this fraction of the training set (short CI runs)")
+                   help="use this fraction of the training set (short runs)")
     p.add_argument("--max-steps", type=int, default=0,
                    help="stop after this many optimizer steps in all (0: no limit)")
-    p.add_argument("--fp16-allreduce", action="store_true", help="Compression.fp16 for gradients")
     p.add_argument("--compression", default=None, metavar="SPEC",
                    help="gradient compression: none, fp16, bf16, topk:<ratio>, int8[:<block>] "
                         "(default: the job's TUTTI_COMPRESSION, i.e. tuttirun --compression)")
+    return p
+
+
+def parse_args():
+    p = common_args(__doc__.split("\n\n")[0])
+    p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
+                   help="learning rate over the run: cosine decay to 0, or constant")
+    p.add_argument("--log-interval", type=int, default=50, help="steps between progress lines")
+    p.add_argument("--fp16-allreduce", action="store_true", help="Compression.fp16 for gradients")
     return p.parse_args()
 
 

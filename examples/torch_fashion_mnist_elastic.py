@@ -35,32 +35,18 @@ import tutti
 import tutti.elastic
 import tutti.torch as hvd
 # The model, data and evaluation of the non-elastic example (this directory).
-from torch_fashion_mnist import REFERENCE_BATCH, Net, checksum, evaluate, load_data, set_threads
+from torch_fashion_mnist import (REFERENCE_BATCH, Net, checksum, common_args, evaluate, load_data,
+                                 set_threads)
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist",
-                   help="directory with the four IDX .gz files (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=32, help="per-rank batch (default: 32)")
-    p.add_argument("--lr", type=float, default=0.001,
-                   help="Adam learning rate for a global batch of 64; scaled linearly with the "
-                        "global batch (default: 0.001)")
-    p.add_argument("--seed", type=int, default=42)
+    p = common_args(__doc__.split("\n\n")[0])
     p.add_argument("--commit-every", type=int, default=10,
                    help="optimizer steps between commits (default: 10)")
-    p.add_argument("--max-steps", type=int, default=0,
-                   help="stop after this many optimizer steps in all (0: no limit)")
-    p.add_argument("--train-fraction", type=float, default=1.0,
-                   help="use this fraction of the training set (short runs)")
     p.add_argument("--train-samples", type=int, default=0,
                    help="use the first N training images (overrides --train-fraction; 0: off)")
     p.add_argument("--log-times", action="store_true",
                    help="print time.time() after every completed step (recovery benchmarks)")
-    p.add_argument("--compression", default=None, metavar="SPEC",
-                   help="gradient compression: none, fp16, bf16, topk:<ratio>, int8[:<block>] "
-                        "(default: the job's TUTTI_COMPRESSION)")
     args = p.parse_args()
     if args.commit_every < 1:
         p.error("--commit-every must be >= 1")

@@ -26,6 +26,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netns  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
+from job_util import check, fail  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "elastic_worker.py")
 SKIP = 77
@@ -33,16 +36,6 @@ ARGS = None
 
 LINE = re.compile(r"^\[(\d+)\]<stdout>: (STEP|COMMIT|RESET|DONE) wid=(\S+) gen=(\d+) rank=(\d+) "
                   r"size=(\d+) step=(\d+)(?: t=([\d.]+))?(?: checksum=(\w+))?")
-
-
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
 
 
 class Event:

@@ -18,43 +18,14 @@ import tempfile
 import time
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from job_util import check, fail, processes_with, run_tuttirun, wait_gone  # noqa: E402
+
 ARGS = None
 
 
-def fail(msg):
-    print("FAIL: " + msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
 def tuttirun(args, timeout=60, **kw):
-    """Runs tuttirun to completion; returns (rc, stdout, stderr, seconds)."""
-    start = time.monotonic()
-    p = subprocess.run([ARGS.tuttirun] + args, capture_output=True, text=True,
-                       timeout=timeout, **kw)
-    took = time.monotonic() - start
-    print("$ tuttirun " + " ".join(args), flush=True)
-    print("rc=%d in %.1f s\n--- stdout\n%s--- stderr\n%s" % (p.returncode, took, p.stdout,
-                                                            p.stderr), flush=True)
-    return p.returncode, p.stdout, p.stderr, took
-
-
-def processes_with(marker):
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines() if marker in l and "ps -eo" not in l]
-
-
-def wait_gone(marker, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not processes_with(marker):
-            return []
-        time.sleep(0.2)
-    return processes_with(marker)
+    return run_tuttirun(ARGS.tuttirun, args, timeout, **kw)
 
 
 def case_output_prefix():

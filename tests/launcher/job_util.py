@@ -1,0 +1,43 @@
+"""What the process-level tests of tuttirun share (tests/launcher/*_tests.py,
+tests/elastic/elastic_tests.py): failing with a message, running tuttirun to
+completion, finding processes left behind."""
+import subprocess
+import sys
+import time
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def run_tuttirun(tuttirun, args, timeout=60, **kw):
+    """Runs tuttirun to completion; prints and returns (rc, stdout, stderr, seconds)."""
+    start = time.monotonic()
+    p = subprocess.run([tuttirun] + args, capture_output=True, text=True, timeout=timeout, **kw)
+    took = time.monotonic() - start
+    print("$ tuttirun " + " ".join(args), flush=True)
+    print("rc=%d in %.1f s\n--- stdout\n%s--- stderr\n%s" % (p.returncode, took, p.stdout,
+                                                            p.stderr), flush=True)
+    return p.returncode, p.stdout, p.stderr, took
+
+
+def processes_with(marker):
+    """`ps` lines of the processes whose command line contains `marker`."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if marker in l and "ps -eo" not in l]
+
+
+def wait_gone(marker, seconds):
+    """Waits until no process has `marker`; returns those still there."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not processes_with(marker):
+            return []
+        time.sleep(0.2)
+    return processes_with(marker)
