@@ -47,7 +47,9 @@ const std::vector<SettingSpec> kSpecs = {
     {"TUTTI_STALL_SHUTDOWN_TIME_SECONDS", SettingType::kDouble, "0", 0, 1e7, "",
      "seconds after which stalled ops fail on every rank (0: they only warn)"},
     {"TUTTI_TIMEOUT_SECONDS", SettingType::kDouble, "30", 0.001, 1e7, "",
-     "seconds without progress from a peer before it is declared lost"},
+     "seconds to wait for peers at start, and for a silent peer connection (dead host, cut "
+     "link: TCP keepalive) before that peer is declared lost; a hung peer process whose host "
+     "still answers is a stall instead (TUTTI_STALL_*)"},
     {"TUTTI_SEGMENT_BYTES", SettingType::kInt, "262144", 1, kMaxInt, "",
      "bytes per pipelined segment of ring collectives"},
     {"TUTTI_SHM", SettingType::kChoice, "auto", 0, 0, "auto,off",

@@ -32,7 +32,9 @@ const SettingFlag kSettingFlags[] = {
     {"--cache-capacity", "TUTTI_CACHE_CAPACITY", 1, "N",
      "entries in the response cache; 0 disables it (default 1024)"},
     {"--timeout-seconds", "TUTTI_TIMEOUT_SECONDS", 1, "S",
-     "seconds without progress from a peer before it is declared lost (default 30)"},
+     "seconds to wait for peers at start, and for a silent connection (dead host, cut link) "
+     "before the peer is declared lost; a hung process whose host answers is a stall instead "
+     "(default 30)"},
     {"--stall-check-warning-time-seconds", "TUTTI_STALL_CHECK_TIME_SECONDS", 1, "S",
      "seconds before a tensor missing on some ranks is reported as stalled; 0: never (default 60)"},
     {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS", 1, "S",
@@ -96,6 +98,13 @@ class HelpFormatter : public CLI::Formatter {
     return "Usage: tuttirun [options] [-np N] [-H HOST:SLOTS,...] [--] command [args...]\n";
   }
 };
+
+// A whole word that strtod reads as a number ("5", "0.5", "1e3").
+bool isNumber(const std::string& word) {
+  char* end = nullptr;
+  std::strtod(word.c_str(), &end);
+  return !word.empty() && end != word.c_str() && *end == '\0';
+}
 
 }  // namespace
 
@@ -226,6 +235,10 @@ std::string checkElasticOptions(const CLI::App& app, const LaunchOptions& o) {
     return "--host-discovery-script and " + std::string(o.hosts.empty() ? "--hostfile" : "-H") +
            " exclude each other (the script gives the hosts)";
   }
+  if (o.elastic() && given("--start-timeout")) {
+    return "--start-timeout applies to fixed-size jobs: elastic workers wait for each "
+           "generation up to --elastic-timeout instead";
+  }
   if (o.elastic() && o.mpi) {
     return "--mpi runs a fixed-size job; elastic flags (--min-np, --max-np, "
            "--host-discovery-script) need the tcp backend without --mpi";
@@ -329,7 +342,8 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
       ->group(elastic);
   const std::string output = "Output";
   app.add_option("--output-filename", o.output_dir,
-                 "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr")
+                 "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr "
+                 "(elastic jobs: DIR/worker.<id>/)")
       ->type_name("DIR")
       ->group(output);
   app.add_flag("--verbose", o.verbose, "say what tuttirun does (placement, commands, progress)")
@@ -355,6 +369,7 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
   // that is not an option or an option's value (or after "--"). CLI11 only
   // sees the options, so the command's own flags are never taken for ours.
   std::vector<std::string> ours;
+  std::string split_error;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     std::string t = args[i];
@@ -365,16 +380,39 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     if (t.size() < 2 || t[0] != '-') break;
     if (t == "-np" || t.compare(0, 4, "-np=") == 0) t = "-" + t;
     ours.push_back(t);
-    const CLI::Option* opt = app.get_option_no_throw(t.substr(0, t.find('=')));
-    if (opt != nullptr && t.find('=') == std::string::npos && opt->get_items_expected_max() > 0) {
-      // One value, or as many as the option needs (--blacklist-cooldown-range MIN MAX).
-      for (int n = std::max(1, opt->get_items_expected_min()); n > 0 && i + 1 < args.size(); --n) {
-        ours.push_back(args[++i]);
-      }
+    const std::string name = t.substr(0, t.find('='));
+    const CLI::Option* opt = app.get_option_no_throw(name);
+    if (opt == nullptr || opt->get_items_expected_max() <= 0) continue;
+    const int needed = opt->get_items_expected_min();
+    if (needed <= 1) {
+      if (t.find('=') == std::string::npos && i + 1 < args.size()) ours.push_back(args[++i]);
+      continue;
+    }
+    // Several numbers (--blacklist-cooldown-range MIN MAX): only numbers are
+    // taken, so that a missing one neither swallows the command nor the next
+    // option.
+    int taken = 0;
+    while (t.find('=') == std::string::npos && taken < needed && i + 1 < args.size() &&
+           isNumber(args[i + 1])) {
+      ours.push_back(args[++i]);
+      ++taken;
+    }
+    if (taken < needed && split_error.empty()) {
+      std::string got;
+      if (t.find('=') != std::string::npos) got = " " + t.substr(t.find('=') + 1);
+      for (int k = taken; k > 0; --k) got += " " + args[i + 1 - static_cast<size_t>(k)];
+      split_error = name + " takes " + (needed == 2 ? "two" : std::to_string(needed)) +
+                    " numbers, " + opt->get_type_name() + "; got " +
+                    (got.empty() ? "none" : got.substr(1));
     }
   }
   o.command.assign(args.begin() + static_cast<long>(i), args.end());
 
+  if (!split_error.empty()) {
+    outcome.exit_code = kExitUsage;
+    outcome.err = "tuttirun: " + split_error + "\nRun 'tuttirun --help' for usage.\n";
+    return outcome;
+  }
   std::vector<std::string> reversed(ours.rbegin(), ours.rend());
   try {
     app.parse(reversed);

@@ -31,7 +31,12 @@ std::string remoteBootstrap(int grace_seconds) {
          kScriptEnd +
          "\" ] || exit 125; "
          "eval \"$s\"; exec 3<&0; "
-         "setsid \"$@\" </dev/null 3<&- & p=$!; "
+         // A background job of a non-interactive sh starts with SIGINT and
+         // SIGQUIT ignored (and the rank could not undo it), so a forwarded
+         // Ctrl-C would do nothing: env --default-signal (coreutils >= 8.31)
+         // restores them where the remote env has it.
+         "d=; env --default-signal=INT true 2>/dev/null && d=\"env --default-signal=INT,QUIT\"; "
+         "setsid $d \"$@\" </dev/null 3<&- & p=$!; "
          // k SIG: signal the rank's process group, retrying for up to ~1 s:
          // right after the start the child may not have called setsid yet,
          // and then the group does not exist and the signal would be lost.

@@ -143,6 +143,23 @@ TEST(Remote, EndOfControlChannelStopsTheRank) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+TEST(Remote, ForwardedInterruptReachesTheRank) {
+  // "INT" on the control channel: the rank (a background job of the
+  // bootstrap's non-interactive sh) must not start with SIGINT ignored, or a
+  // forwarded Ctrl-C would do nothing and the rank would only die by SIGKILL
+  // after the grace period. sleep dies by SIGINT: the bootstrap exits 130
+  // (with INT ignored: 143, from the SIGTERM when the input ends 3 s later).
+  std::string path = "/tmp/tutti_bootstrap_int_" + std::to_string(::getpid());
+  { std::ofstream(path) << remoteScript({}, "/tmp", {"sleep", "30"}, 1); }
+  auto start = std::chrono::steady_clock::now();
+  std::string cmd = "(cat " + path + "; sleep 0.5; echo INT; sleep 3) | sh -c '" +
+                    remoteBootstrap(20) + "'";
+  int status = std::system(cmd.c_str());
+  std::remove(path.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << status;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+}
+
 TEST(Remote, SecretNeverOnTheSshCommandLine) {
   for (const auto& word : sshCommand("h", {2222, "/key"}, 5)) {
     EXPECT_EQ(word.find("s3cr3t"), std::string::npos);
