@@ -1,6 +1,7 @@
 #include "coordinator/residual_codec.h"
 
 #include <cstring>
+#include <map>
 #include <string>
 
 namespace tutti {
@@ -68,7 +69,11 @@ std::vector<uint8_t> encodeResiduals(const CompressionResiduals& residuals) {
   for (const auto& [spec, tensors] : residuals) {
     putString(&out, spec);
     put32(&out, static_cast<uint32_t>(tensors.size()));
-    for (const auto& [name, values] : tensors) {
+    // By name: the same residuals always encode to the same bytes.
+    std::map<std::string, const std::vector<float>*> by_name;
+    for (const auto& [name, values] : tensors) by_name[name] = &values;
+    for (const auto& [name, values_ptr] : by_name) {
+      const std::vector<float>& values = *values_ptr;
       putString(&out, name);
       put64(&out, values.size());
       size_t at = out.size();

@@ -10,6 +10,7 @@
 //   "TRES" u32 version=1 u32 n_specs
 //   n_specs x { u32 len, spec bytes, u32 n_tensors,
 //               n_tensors x { u32 len, name bytes, u64 count, count x float32 } }
+// Specs and tensor names in byte order, so equal residuals give equal bytes.
 // Pure functions; thread-safe.
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <sstream>
 
 #include "launcher/cli.h"
@@ -39,7 +40,15 @@ Status parseDiscoveryOutput(const std::string& text, int slots_per_host,
     HostSlots h;
     Status st = parseHostEntry(entry, slots_per_host, &h);
     if (!st.isOk()) {
-      return Status::invalidArgument("line " + std::to_string(number) + ": " + st.message());
+      // parseHostEntry's example is -H syntax; say what a discovery line is.
+      std::string why = st.message();
+      const std::string list_syntax = ": expected host:slots (for example a:2,b:2)";
+      size_t at = why.find(list_syntax);
+      if (at != std::string::npos) {
+        why.replace(at, list_syntax.size(),
+                    ": expected 'host' or 'host:slots', one per line (for example h1 or h1:4)");
+      }
+      return Status::invalidArgument("line " + std::to_string(number) + ": " + why);
     }
     addHostSlots(&hosts, h);
   }
@@ -51,7 +60,10 @@ Status runDiscoveryScript(const std::string& script, int slots_per_host, double 
                           std::vector<HostSlots>* hosts, const std::atomic<bool>* cancel) {
   const std::string name = "--host-discovery-script " + script;
   SpawnRequest request;
-  request.argv = {script};
+  // A path, as Horovod's: "d.sh" in the working directory is ./d.sh (spawn
+  // would look a name without '/' up on PATH).
+  bool here = script.find('/') == std::string::npos && ::access(script.c_str(), F_OK) == 0;
+  request.argv = {here ? "./" + script : script};
   request.env = envStrings(currentEnvironment());
   ChildProcess child;
   Status st = spawnProcess(request, &child);
@@ -103,6 +115,28 @@ Status runDiscoveryScript(const std::string& script, int slots_per_host, double 
   st = parseDiscoveryOutput(out, slots_per_host, hosts);
   if (!st.isOk()) return Status::invalidArgument(name + " printed " + st.message());
   return Status::ok();
+}
+
+std::string DiscoveryFailureLog::onResult(const Status& st, Clock::time_point now) {
+  auto seconds = [&](Clock::time_point t) {
+    return formatNumber(std::round(std::chrono::duration<double>(now - t).count()));
+  };
+  if (st.isOk()) {
+    if (!failing_) return "";
+    failing_ = false;
+    return "elastic: host discovery works again (it failed for " + seconds(since_) + " s)";
+  }
+  if (failing_ && st.message() == message_) {
+    if (now - logged_ < std::chrono::duration<double>(reminder_seconds_)) return "";
+    logged_ = now;
+    return "elastic: host discovery still failing (for " + seconds(since_) +
+           " s), keeping the last list: " + message_;
+  }
+  if (!failing_) since_ = now;
+  failing_ = true;
+  message_ = st.message();
+  logged_ = now;
+  return "elastic: host discovery failed, keeping the last list: " + message_;
 }
 
 DiscoveryPoller::DiscoveryPoller(std::string script, int slots_per_host, double interval_seconds,

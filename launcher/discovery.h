@@ -7,6 +7,7 @@
 // thread of its own (failures are logged and the last good list kept).
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -26,12 +27,35 @@ Status parseDiscoveryOutput(const std::string& text, int slots_per_host,
                             std::vector<HostSlots>* out);
 
 // Runs `script` (no arguments, tuttirun's environment and working directory,
-// stdin from /dev/null) and parses what it prints. Blocks at most
+// stdin from /dev/null) and parses what it prints. `script` is a path, as
+// Horovod's: a name without '/' that exists in the working directory runs as
+// ./name (else it is looked up on PATH). A run is killed (its process group)
+// after `timeout_seconds` (tuttirun: 30 s). Blocks at most
 // `timeout_seconds`, less when `*cancel` becomes true (checked every 50 ms).
 // Errors name the script and say what went wrong, with its stderr:
 // "--host-discovery-script ./d.sh exited with code 2 (stderr: no cluster)".
 Status runDiscoveryScript(const std::string& script, int slots_per_host, double timeout_seconds,
                           std::vector<HostSlots>* hosts, const std::atomic<bool>* cancel = nullptr);
+
+// What to log about the results of the repeated discovery runs, so that a
+// script that keeps failing is not logged every second: the first failure,
+// a failure whose message changed, a reminder every `reminder_seconds` while
+// it keeps failing, and the recovery. Not thread-safe.
+class DiscoveryFailureLog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit DiscoveryFailureLog(double reminder_seconds = 60)
+      : reminder_seconds_(reminder_seconds) {}
+  // The line to log for this result ("elastic: ..."), or "" for nothing.
+  std::string onResult(const Status& st, Clock::time_point now);
+
+ private:
+  double reminder_seconds_;
+  bool failing_ = false;
+  std::string message_;         // of the failure logged last
+  Clock::time_point since_{};   // first failure of this run of failures
+  Clock::time_point logged_{};  // last line about it
+};
 
 // Runs the script every `interval_seconds` on its own thread (the first run
 // one interval after start()). Thread-safe; take() never blocks on the script.

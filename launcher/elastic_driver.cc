@@ -47,13 +47,29 @@ int ElasticDriver::liveOn(const std::string& host) const {
   return n;
 }
 
+int ElasticDriver::lastJoined(int id) const {
+  for (auto g = history_.rbegin(); g != history_.rend(); ++g) {
+    auto at = std::find(g->second.begin(), g->second.end(), id);
+    if (at != g->second.end() &&
+        actions_.joined(g->first, static_cast<int>(at - g->second.begin()))) {
+      return g->first;
+    }
+  }
+  return -1;
+}
+
 std::string ElasticDriver::describe(int id) const {
   auto w = workers_.find(id);
   std::string text = "worker " + std::to_string(id);
-  auto at = std::find(members_.begin(), members_.end(), id);
-  if (at != members_.end()) {
-    text += " (rank " + std::to_string(at - members_.begin()) + " of generation " +
-            std::to_string(generation_) + ")";
+  // The generation it was last in: the last it joined, else the current one
+  // when it is a member (placed, not seen joining yet).
+  int g = lastJoined(id);
+  if (g < 0 && std::find(members_.begin(), members_.end(), id) != members_.end()) g = generation_;
+  auto h = history_.find(g);
+  if (h != history_.end()) {
+    auto at = std::find(h->second.begin(), h->second.end(), id);
+    text += " (rank " + std::to_string(at - h->second.begin()) + " of generation " +
+            std::to_string(g) + ")";
   }
   if (w != workers_.end()) text += " on host " + w->second.host;
   return text;
@@ -108,7 +124,7 @@ void ElasticDriver::hostFailed(const std::string& host, Clock::time_point now) {
                (cooldown < 0 ? std::string("for the rest of the job")
                              : "for " + formatNumber(cooldown) + " s (failure " +
                                    std::to_string(blacklist_.failures(host)) + ")") +
-               (others.empty() ? "" : "; stopping its workers " + idList(others)));
+               (others.empty() ? "" : "; stopping its workers (ids " + idList(others) + ")"));
   top_up_ = true;
 }
 
@@ -124,8 +140,12 @@ void ElasticDriver::topUp(Clock::time_point now) {
       int id = next_id_++;
       Status st = actions_.startWorker(id, h.host);
       if (!st.isOk()) {
-        std::string what = "worker " + std::to_string(id) + " could not start on host " + h.host +
-                           ": " + st.message();
+        // The Job's message may already name the worker and its host.
+        std::string prefix = "worker " + std::to_string(id) + " on host " + h.host + ": ";
+        std::string why = st.message();
+        if (why.compare(0, prefix.size(), prefix) == 0) why = why.substr(prefix.size());
+        std::string what =
+            "worker " + std::to_string(id) + " could not start on host " + h.host + ": " + why;
         if (first && workers_.empty()) {
           // Nothing ever ran: a setup error (a missing agent, a bad command).
           ended_ = true;
@@ -188,6 +208,30 @@ void ElasticDriver::reconcile(Clock::time_point now) {
                joined(per_host) + ")");
 }
 
+void ElasticDriver::startFinishing(int id, const std::string& what) {
+  finishing_ = true;
+  // The generation the worker finished training in; newer ones never formed
+  // (their members wait in vain) and are abandoned.
+  int g = lastJoined(id);
+  if (g < 0) g = generation_;
+  auto h = history_.find(g);
+  finish_members_ = h == history_.end() ? members_ : h->second;
+  std::vector<int> others;
+  for (auto& [other, ow] : workers_) {
+    if (ow.state != State::kLive) continue;
+    if (std::find(finish_members_.begin(), finish_members_.end(), other) != finish_members_.end()) {
+      continue;
+    }
+    ow.state = State::kStopping;
+    actions_.stopWorker(other);
+    others.push_back(other);
+  }
+  actions_.log("elastic: " + what + ": the job is finishing (no new generation)" +
+               (others.empty() ? ""
+                               : "; stopping the workers outside generation " + std::to_string(g) +
+                                     " (ids " + idList(others) + ")"));
+}
+
 void ElasticDriver::onWorkerExit(int id, bool failed, bool stopped, const std::string& how,
                                  Clock::time_point now) {
   auto it = workers_.find(id);
@@ -202,18 +246,8 @@ void ElasticDriver::onWorkerExit(int id, bool failed, bool stopped, const std::s
   std::string what = describe(id) + " " + how;
   if (!failed) {
     w.state = State::kExitedOk;
-    if (!finishing_) {
-      finishing_ = true;
-      actions_.log("elastic: " + what + ": the job is finishing (no new generation)");
-      // Workers outside the last generation will never be part of one.
-      for (auto& [other, ow] : workers_) {
-        if (ow.state != State::kLive) continue;
-        if (std::find(members_.begin(), members_.end(), other) != members_.end()) continue;
-        ow.state = State::kStopping;
-        actions_.stopWorker(other);
-      }
-    }
-    bool running = std::any_of(members_.begin(), members_.end(),
+    if (!finishing_) startFinishing(id, what);
+    bool running = std::any_of(finish_members_.begin(), finish_members_.end(),
                                [&](int m) { return workers_[m].state == State::kLive; });
     if (!running) {
       ended_ = true;
@@ -273,6 +307,10 @@ void ElasticDriver::onReports(std::vector<ElasticReport> reports, Clock::time_po
 
 void ElasticDriver::onHosts(const std::vector<HostSlots>& hosts, Clock::time_point now) {
   if (ended_) return;
+  if (finishing_) {  // no new workers, and the finishing ones are left to finish
+    hosts_ = hosts;
+    return;
+  }
   std::map<std::string, int> before;
   for (const auto& h : hosts_) before[h.host] = h.slots;
   hosts_ = hosts;

@@ -61,6 +61,11 @@ class ElasticActions {
   virtual void endJob(int exit_code, const std::string& why) = 0;
   // One line for the user ("elastic: ...").
   virtual void log(const std::string& text) = 0;
+  // Whether rank `rank` of `generation` joined it: a worker that joins
+  // publishes its address under the generation's rendezvous
+  // (elastic/gen/<g>/rank/<r>/addr, ops/tcp/tcp_connect.cc). A worker that
+  // exits 0 finished training in the last generation it joined.
+  virtual bool joined(int generation, int rank) = 0;
 };
 
 // A lost-rank report read from the store (docs/elastic.md).
@@ -83,6 +88,10 @@ class ElasticDriver {
   void onHosts(const std::vector<HostSlots>& hosts, Clock::time_point now);
   // Worker `id` exited. `failed`: non-zero code or signal; `stopped`: the
   // driver (or the end of the job) stopped it; `how`: "exited with code 3".
+  // The first exit 0 finishes the job: no new generation; the generation
+  // that worker last joined (the current one when no join was seen) finishes
+  // it, workers outside it are stopped (newcomers waiting for members that
+  // will never come), and the job succeeds once its live members exit 0.
   void onWorkerExit(int id, bool failed, bool stopped, const std::string& how,
                     Clock::time_point now);
   // New lost-rank reports; handled in generation order, then by the
@@ -111,7 +120,11 @@ class ElasticDriver {
   void hostFailed(const std::string& host, Clock::time_point now);
   void stopOnHost(const std::string& host, int keep);
   void fail(const std::string& why);
+  // The first exit 0 (`what` describes it): see onWorkerExit.
+  void startFinishing(int id, const std::string& what);
   int liveOn(const std::string& host) const;
+  // The last generation worker `id` was seen to join; -1: none.
+  int lastJoined(int id) const;
   int minNp() const;
   std::string describe(int id) const;
   std::string capacityText(Clock::time_point now) const;
@@ -130,6 +143,7 @@ class ElasticDriver {
   std::optional<Clock::time_point> waiting_since_;  // below min-np since
   std::string last_event_;                          // why the next generation is needed
   bool finishing_ = false;                          // a worker exited 0
+  std::vector<int> finish_members_;                 // the generation that finishes the job
   bool ended_ = false;
 };
 

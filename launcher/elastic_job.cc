@@ -89,6 +89,12 @@ class ElasticJob : public ElasticActions {
     std::string line = "tuttirun: " + text + "\n";
     writeAll(2, line.data(), line.size());
   }
+  bool joined(int generation, int rank) override {
+    std::string value;
+    return server_.get(
+        elastic_keys::generationPrefix(generation) + "rank/" + std::to_string(rank) + "/addr",
+        &value);
+  }
 
  private:
   // The callbacks run only inside job_.wait(), when every member exists.
@@ -124,11 +130,11 @@ class ElasticJob : public ElasticActions {
       Status st;
       std::vector<HostSlots> hosts;
       if (poller_->take(&st, &hosts)) {
+        std::string line = discovery_log_.onResult(st, now);
+        if (!line.empty()) log(line);
         if (st.isOk()) {
           hosts_ = hosts;
           driver_.onHosts(hosts, now);
-        } else {
-          log("elastic: host discovery failed, keeping the last list: " + st.message());
         }
       }
     }
@@ -157,7 +163,8 @@ class ElasticJob : public ElasticActions {
   Job job_;
   ElasticDriver driver_;
   std::unique_ptr<DiscoveryPoller> poller_;
-  std::vector<HostSlots> hosts_;  // the latest list (slots for OMP_NUM_THREADS)
+  DiscoveryFailureLog discovery_log_;  // a failing script: first failure, changes, once a minute
+  std::vector<HostSlots> hosts_;       // the latest list (slots for OMP_NUM_THREADS)
   std::set<std::string> seen_reports_;
 };
 

@@ -36,6 +36,7 @@ TEST(ResidualCodec, RoundTripIsBitExact) {
   EXPECT_EQ(w[3], 3e38f);
   EXPECT_TRUE(out["topk:0.01"]["empty"].empty());
   EXPECT_EQ(out["int8:256"]["conv.bias"], std::vector<float>(1009, 0.25f));
+  EXPECT_EQ(encodeResiduals(out), bytes);  // canonical: same residuals, same bytes
 }
 
 TEST(ResidualCodec, NothingIsTwelveBytes) {
@@ -65,8 +66,8 @@ TEST(ResidualCodec, CorruptBytesAreErrorsAndLeaveTheOutputAlone) {
   expectBad(b, "version 2");
   expectBad(std::vector<uint8_t>(good.begin(), good.begin() + 11), "truncated header");
   expectBad(std::vector<uint8_t>(good.begin(), good.begin() + 20), "truncated spec");
-  // The last tensor (in hash order) loses a byte of its values or of its count.
-  expectBad(std::vector<uint8_t>(good.begin(), good.end() - 1), "at byte");
+  // The last tensor ("fc1.weight", names in byte order) loses a byte of its values.
+  expectBad(std::vector<uint8_t>(good.begin(), good.end() - 1), "past the end");
   b = good;
   b.push_back(0);
   expectBad(b, "trailing bytes");

@@ -31,7 +31,8 @@ if(TARGET tuttirun AND TARGET tutti_rendezvous_helper)
   set(_elastic_driver /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/launcher/elastic_tests.py
       --tuttirun $<TARGET_FILE:tuttirun> --helper $<TARGET_FILE:tutti_rendezvous_helper>)
   foreach(_case worker_fails report_lost min_np_timeout reset_limit discovery_first_run_fails
-                discovery_adds_and_removes blacklist_cooldown elastic_sigint rsh_agent
+                discovery_adds_and_removes host_added_after_last_commit
+                blacklist_cooldown elastic_sigint rsh_agent
                 rsh_agent_appends_host bad_elastic_flags)
     add_test(NAME elastic_driver_${_case} COMMAND ${_elastic_driver} ${_case})
     set_tests_properties(elastic_driver_${_case} PROPERTIES TIMEOUT 120

@@ -91,6 +91,16 @@ TEST(ElasticCli, BadValuesNameTheFlagAndWhatIsAccepted) {
             "--rsh-agent 'sh -c 'oops': unterminated '"},
            {{"-np", "2", "--rsh-agent", "  "}, "--rsh-agent '  ': empty command"},
            {{"-np", "2", "--rsh-agent", "agent", "-p", "2222"}, "--rsh-agent replaces ssh"},
+           // One number: the command is not taken for MAX, the next flag neither.
+           {{"--min-np", "1", "--host-discovery-script", "d", "--blacklist-cooldown-range", "5"},
+            "--blacklist-cooldown-range takes two numbers, MIN MAX; got 5"},
+           {{"--blacklist-cooldown-range", "5", "--min-np", "1"},
+            "--blacklist-cooldown-range takes two numbers, MIN MAX; got 5"},
+           {{"--min-np", "1", "--blacklist-cooldown-range", "x", "y"},
+            "--blacklist-cooldown-range takes two numbers, MIN MAX; got none"},
+           {{"-np", "2", "--min-np", "1", "--start-timeout", "5"},
+            "--start-timeout applies to fixed-size jobs: elastic workers wait for each "
+            "generation up to --elastic-timeout"},
        }) {
     LaunchOptions o;
     CliOutcome out = parse(c.args, &o);
@@ -108,6 +118,7 @@ TEST(ElasticCli, HelpListsTheElasticFlags) {
         "--reset-limit", "--blacklist-cooldown-range", "--rsh-agent", "TUTTI_ELASTIC_WORKER_ID"}) {
     EXPECT_NE(out.out.find(flag), std::string::npos) << flag;
   }
+  EXPECT_NE(out.out.find("elastic jobs: DIR/worker.<id>/"), std::string::npos) << out.out;
 }
 
 TEST(ShellWords, SplitsLikeAShell) {
@@ -182,7 +193,35 @@ TEST(Discovery, ParsesHostsSlotsAndComments) {
   ASSERT_FALSE(st.isOk());
   EXPECT_EQ(st.message().rfind("line 2: bad entry 'h2:x': expected host:slots", 0), 0u)
       << st.message();
-  EXPECT_FALSE(parseDiscoveryOutput("h1 h2\n", 1, &h).isOk());
+  st = parseDiscoveryOutput("h1 h2\n", 1, &h);
+  ASSERT_FALSE(st.isOk());
+  // A discovery line's syntax, not -H's ("a:2,b:2").
+  EXPECT_EQ(st.message(),
+            "line 1: bad entry 'h1 h2': expected 'host' or 'host:slots', one per line (for "
+            "example h1 or h1:4)");
+}
+
+TEST(Discovery, AFailingScriptIsLoggedWhenItStartsChangesRecoversAndOnceAMinute) {
+  using Clock = std::chrono::steady_clock;
+  auto at = [](double s) {
+    static const Clock::time_point t0 = Clock::now();
+    return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  DiscoveryFailureLog log;
+  const Status broken = Status::ioError("d.sh exited with code 1");
+  EXPECT_EQ(log.onResult(Status::ok(), at(0)), "");
+  EXPECT_EQ(log.onResult(broken, at(1)),
+            "elastic: host discovery failed, keeping the last list: d.sh exited with code 1");
+  for (int t = 2; t < 61; ++t) EXPECT_EQ(log.onResult(broken, at(t)), "") << t;
+  EXPECT_EQ(log.onResult(broken, at(61)),
+            "elastic: host discovery still failing (for 60 s), keeping the last list: d.sh "
+            "exited with code 1");
+  EXPECT_EQ(log.onResult(broken, at(62)), "");
+  EXPECT_EQ(log.onResult(Status::ioError("d.sh exited with code 2"), at(63)),
+            "elastic: host discovery failed, keeping the last list: d.sh exited with code 2");
+  EXPECT_EQ(log.onResult(Status::ok(), at(64)),
+            "elastic: host discovery works again (it failed for 63 s)");
+  EXPECT_EQ(log.onResult(Status::ok(), at(65)), "");
 }
 
 class DiscoveryScript : public ::testing::Test {
@@ -232,6 +271,22 @@ TEST_F(DiscoveryScript, FailuresSayWhatHappenedWithTheScriptsStderr) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(st.code(), StatusCode::kTimeout);
   EXPECT_NE(st.message().find("did not finish within 0.3 s"), std::string::npos) << st.message();
+}
+
+// A bare name is a path in the working directory (as Horovod's), not a
+// command on PATH.
+TEST_F(DiscoveryScript, ABareNameRunsFromTheWorkingDirectory) {
+  std::string s = script("echo h7:2");
+  std::string name = s.substr(s.rfind('/') + 1);
+  char old_cwd[4096];
+  ASSERT_NE(::getcwd(old_cwd, sizeof(old_cwd)), nullptr);
+  ASSERT_EQ(::chdir(dir_.c_str()), 0);
+  std::vector<HostSlots> h;
+  Status st = runDiscoveryScript(name, 1, 10, &h);
+  ASSERT_EQ(::chdir(old_cwd), 0);
+  ASSERT_TRUE(st.isOk()) << st.toString();
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].host, "h7");
 }
 
 TEST_F(DiscoveryScript, PollerDeliversNewResults) {

@@ -16,7 +16,11 @@ using Clock = std::chrono::steady_clock;
 class Recorder : public ElasticActions {
  public:
   Status startWorker(int id, const std::string& host) override {
-    if (host == refuse_host) return Status::invalidArgument("cannot run 'agent'");
+    // As the Job words it: the worker and its host first.
+    if (host == refuse_host) {
+      return Status::invalidArgument("worker " + std::to_string(id) + " on host " + host +
+                                     ": cannot run 'agent'");
+    }
     started.emplace_back(id, host);
     return Status::ok();
   }
@@ -30,6 +34,7 @@ class Recorder : public ElasticActions {
     end_why = why;
   }
   void log(const std::string& text) override { logs.push_back(text); }
+  bool joined(int generation, int rank) override { return joins.count({generation, rank}) != 0; }
 
   bool logged(const std::string& part) const {
     for (const auto& l : logs) {
@@ -49,6 +54,7 @@ class Recorder : public ElasticActions {
   int exit_code = -1;
   std::string end_why;
   std::vector<std::string> logs;
+  std::set<std::pair<int, int>> joins;  // (generation, rank) that joined
 };
 
 Clock::time_point at(double s) {
@@ -90,7 +96,8 @@ TEST(ElasticDriver, FailureBlacklistsTheHostAndFormsTheNextGenerationAtOnce) {
   EXPECT_EQ(d.generation(), 1);
   EXPECT_EQ(r.latestMembers(), "0 0 2 0 2 0 1 h1\n1 1 2 1 2 0 1 h1\n");
   EXPECT_TRUE(r.logged("worker 3 (rank 3 of generation 0) on host h2 exited with code 1"));
-  EXPECT_TRUE(r.logged("host h2 blacklisted for the rest of the job; stopping its workers 2"));
+  EXPECT_TRUE(
+      r.logged("host h2 blacklisted for the rest of the job; stopping its workers (ids 2)"));
   // The stopped worker's exit changes nothing.
   d.onWorkerExit(2, true, true, "was killed by signal 15 (SIGTERM)", at(1.1));
   EXPECT_EQ(d.generation(), 1);
@@ -225,6 +232,71 @@ TEST(ElasticDriver, JobEndsWithZeroWhenTheLastGenerationFinished) {
   EXPECT_EQ(d.generation(), 0);
   d.onWorkerExit(0, false, false, "exited with code 0", at(2));
   EXPECT_EQ(r.exit_code, kExitOk);
+}
+
+// Discovery adds a host after the last commit: generation 1 is published,
+// but worker 0 finishes in generation 0 and never joins 1. The newcomer
+// waits for a generation that will never meet: it is stopped, and the job
+// succeeds at once.
+TEST(ElasticDriver, FinishingInAnOlderGenerationStopsTheNewcomersAndSucceeds) {
+  Recorder r;
+  ElasticDriver d(opts(0, 1, 0), r);
+  d.start({{"a", 1}}, at(0));
+  r.joins.insert({0, 0});
+  d.onHosts({{"a", 1}, {"b", 1}}, at(1));
+  ASSERT_EQ(d.generation(), 1);
+  EXPECT_EQ(r.latestMembers(), "0 0 2 0 1 0 2 a\n1 1 2 0 1 1 2 b\n");
+  d.onWorkerExit(0, false, false, "exited with code 0", at(2));
+  EXPECT_EQ(r.stopped, (std::vector<int>{1}));
+  EXPECT_EQ(r.exit_code, kExitOk);
+  EXPECT_TRUE(r.logged(
+      "elastic: worker 0 (rank 0 of generation 0) on host a exited with code 0: the job is "
+      "finishing (no new generation); stopping the workers outside generation 0 (ids 1)"));
+  // The stopped newcomer's exit changes nothing.
+  d.onWorkerExit(1, true, true, "was killed by signal 15 (SIGTERM)", at(2.1));
+  EXPECT_EQ(r.exit_code, kExitOk);
+}
+
+// The same when a blacklisted host comes back near the end.
+TEST(ElasticDriver, FinishingBeforeAHostBackFromTheBlacklistJoinedSucceeds) {
+  Recorder r;
+  ElasticOptions o = opts(2, 1, 2);
+  o.cooldown_min_seconds = 1;
+  o.cooldown_max_seconds = 1;
+  ElasticDriver d(o, r);
+  d.start({{"h1", 1}, {"h2", 1}}, at(0));
+  r.joins = {{0, 0}, {0, 1}};
+  d.onWorkerExit(1, true, false, "exited with code 1", at(1));
+  ASSERT_EQ(d.generation(), 1);
+  r.joins.insert({1, 0});
+  d.onTick(at(2));  // h2 back: worker 2, generation 2 = {0, 2}
+  ASSERT_EQ(d.generation(), 2);
+  d.onWorkerExit(0, false, false, "exited with code 0", at(2.5));
+  EXPECT_EQ(r.stopped, (std::vector<int>{2}));
+  EXPECT_EQ(r.exit_code, kExitOk);
+  EXPECT_TRUE(r.logged("worker 0 (rank 0 of generation 1) on host h1 exited with code 0"));
+}
+
+// A worker that joined the newest generation finishes it with its members:
+// the job waits for them, and one failing fails it.
+TEST(ElasticDriver, FinishingInTheNewestGenerationWaitsForItsMembers) {
+  Recorder r;
+  ElasticDriver d(opts(0, 1, 0), r);
+  d.start({{"a", 1}}, at(0));
+  r.joins = {{0, 0}};
+  d.onHosts({{"a", 1}, {"b", 1}}, at(1));
+  r.joins.insert({1, 0});
+  r.joins.insert({1, 1});
+  d.onWorkerExit(0, false, false, "exited with code 0", at(2));
+  EXPECT_TRUE(r.stopped.empty());
+  EXPECT_EQ(r.exit_code, -1);
+  EXPECT_TRUE(r.logged("worker 0 (rank 0 of generation 1) on host a exited with code 0"));
+  d.onWorkerExit(1, true, false, "exited with code 3", at(3));
+  EXPECT_EQ(r.exit_code, kExitRankFailed);
+  EXPECT_NE(r.end_why.find("worker 1 (rank 1 of generation 1) on host b exited with code 3 while "
+                           "the job was finishing"),
+            std::string::npos)
+      << r.end_why;
 }
 
 TEST(ElasticDriver, FailureWhileFinishingFailsTheJob) {

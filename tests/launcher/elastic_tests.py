@@ -67,7 +67,7 @@ def case_worker_fails():
     for says in ["tuttirun: elastic: generation 0: 4 workers (ids 0, 1, 2, 3 on h1:2,h2:2)",
                  "tuttirun: elastic: worker 3 (rank 3 of generation 0) on host h2 exited with code 1",
                  "tuttirun: elastic: host h2 blacklisted for the rest of the job; stopping its "
-                 "workers 2",
+                 "workers (ids 2)",
                  "tuttirun: elastic: generation 1: 2 workers (ids 0, 1 on h1:2)"]:
         check(says in err, "stderr should say %r" % says)
     check("generation 2" not in err, "a third generation")
@@ -200,6 +200,56 @@ def case_discovery_adds_and_removes():
         check(j.get(2) == [(1, 2, 4, "0/2", "1/2", "h2"), (2, 0, 2, "0/2", "0/1", "h2")],
               "worker 2: %s" % j.get(2))
         check([g[0] for g in j.get(0, [])] == [0, 1], "worker 0: %s" % j.get(0))
+        check(not wait_gone(marker, 5), "workers left behind")
+
+
+def case_host_added_after_last_commit():
+    # The job runs on h1:1; discovery adds h2:1 while worker 0 holds its
+    # final state: generation 1 (workers 0, 1) is published, but worker 0
+    # exits 0 from generation 0 without joining it. Worker 1, waiting for
+    # generation 1's members (--meet), is stopped; the job ends with 0 at once
+    # instead of after the newcomer's --elastic-timeout.
+    marker = "tutti-elastic-" + uuid.uuid4().hex
+    with tempfile.TemporaryDirectory() as d:
+        hosts = d + "/hosts"
+        script = d + "/discover.sh"
+        with open(hosts, "w") as f:
+            f.write("h1:1\n")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\ncat %s\n" % hosts)
+        os.chmod(script, 0o755)
+        start = time.monotonic()
+        p = subprocess.Popen([ARGS.tuttirun, "--min-np", "1", "--elastic-timeout", "20",
+                              "--host-discovery-script", script] + AGENT +
+                             worker("--done-at", "0", "--hold", "4", "--meet", marker=marker),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err_lines = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            line = p.stderr.readline()
+            if not line:
+                break
+            err_lines.append(line)
+            if "generation 0: 1 worker (ids 0 on h1:1)" in line:
+                with open(hosts, "w") as f:
+                    f.write("h1:1\nh2:1\n")
+                break
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail("the job did not end")
+        took = time.monotonic() - start
+        err = "".join(err_lines) + err
+        print("rc=%d in %.1f s\n%s%s" % (p.returncode, took, out, err))
+        check("generation 1: 2 workers (ids 0, 1 on h1:1,h2:1)" in err,
+              "generation 1 was not published while worker 0 held")
+        check(p.returncode == 0, "exit code %d" % p.returncode)
+        check("tuttirun: elastic: worker 0 (rank 0 of generation 0) on host h1 exited with code "
+              "0: the job is finishing (no new generation); stopping the workers outside "
+              "generation 0 (ids 1)" in err, "the finishing message")
+        check(took < 12, "took %.1f s" % took)
+        check([g[0] for g in joined(out).get(0, [])] == [0], "worker 0: %s" % joined(out).get(0))
         check(not wait_gone(marker, 5), "workers left behind")
 
 

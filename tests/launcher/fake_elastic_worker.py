@@ -7,12 +7,19 @@ prints one line per generation it joins:
 and then does what the options say. Exit codes: 0 done, 2 the driver gave up
 (elastic/failed; "failed: <message>" printed), 1 anything else.
 
+Joining generation g as rank r publishes elastic/gen/<g>/rank/<r>/addr, as
+the tcp transport does (the driver sees from it which generation a worker
+joined).
+
 Usage: fake_elastic_worker.py --helper PATH [--fail W:CODE[:G]] [--report W:RANK:G]
-                              [--done-at G] [--hold S] [--marker TEXT]
+                              [--done-at G] [--hold S] [--meet] [--marker TEXT]
   --fail W:CODE[:G]   worker W exits with CODE once it joined generation G (default 0)
   --report W:RANK:G   worker W, in generation G, reports rank RANK lost (and waits)
   --done-at G         exit 0 after joining generation G (after --hold seconds)
   --hold S            seconds to stay in a generation before exiting 0 (default 0.3)
+  --meet              after joining, wait (up to the elastic timeout) until every member
+                      of the generation published its address, as the tcp transport's
+                      rendezvous does; a newer generation meanwhile: join that one
   --marker TEXT       ignored: makes the process findable with ps
 """
 import argparse
@@ -33,6 +40,7 @@ def main():
     p.add_argument("--report", action="append", default=[])
     p.add_argument("--done-at", type=int, default=0)
     p.add_argument("--hold", type=float, default=0.3)
+    p.add_argument("--meet", action="store_true")
     p.add_argument("--marker", default="")  # only to find the process in `ps`
     args = p.parse_args()
     me = int(os.environ["TUTTI_ELASTIC_WORKER_ID"])
@@ -61,6 +69,17 @@ def main():
         if not mine:
             continue  # not a member: wait for a later generation
         _, rank, size, lr, ls, cr, cs, member_host = mine[0]
+        helper(args, "set", "elastic/gen/%d/rank/%s/addr" % (g, rank), "fake:%d" % me)
+        if args.meet:
+            r = helper(args, "meet", g, size, timeout - 5)
+            if r.returncode == 3:
+                continue  # superseded: join the newer generation
+            if r.returncode == 2:
+                print(r.stdout.strip(), flush=True)
+                return 2
+            if r.returncode != 0:
+                print("meet failed: " + r.stderr.strip(), flush=True)
+                return 1
         print("joined g=%d rank=%s size=%s local=%s/%s cross=%s/%s host=%s fake=%s"
               % (g, rank, size, lr, ls, cr, cs, member_host, host), flush=True)
         for spec in args.fail:

@@ -13,6 +13,11 @@
 //       elastic/latest > LAST_GENERATION, then prints the generation on one
 //       line and its members after it. elastic/failed set: prints
 //       "failed: <message>" and exits 2. Timeout: exits 1.
+//   rendezvous_helper meet GENERATION SIZE [TIMEOUT_SECONDS]
+//       waits until every rank below SIZE of GENERATION published
+//       elastic/gen/<g>/rank/<r>/addr (as the tcp transport does when it
+//       joins): exits 0. A newer generation (superseded): exits 3;
+//       elastic/failed: prints "failed: <message>", exits 2; timeout: exits 1.
 
 #include <unistd.h>
 
@@ -89,9 +94,39 @@ int storeCommand(tutti::RendezvousClient& client, int argc, char** argv) {
     std::fprintf(stderr, "join: no generation after %ld within %g s\n", last, timeout);
     return 1;
   }
+  if (cmd == "meet" && argc >= 4) {
+    long g = std::atol(argv[2]);
+    int size = std::atoi(argv[3]);
+    double timeout = argc > 4 ? std::atof(argv[4]) : 60;
+    auto deadline =
+        std::chrono::steady_clock::now() + milliseconds(static_cast<long long>(timeout * 1000));
+    int arrived = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::vector<uint8_t> value;
+      bool found = false;
+      if (!client.tryGet("elastic/failed", &value, &found).isOk()) return 1;
+      if (found) {
+        std::printf("failed: %s\n", text(value).c_str());
+        return 2;
+      }
+      if (!client.tryGet("elastic/latest", &value, &found).isOk()) return 1;
+      if (found && std::atol(text(value).c_str()) > g) return 3;
+      for (; arrived < size; ++arrived) {
+        std::string key =
+            "elastic/gen/" + std::to_string(g) + "/rank/" + std::to_string(arrived) + "/addr";
+        if (!client.tryGet(key, &value, &found).isOk()) return 1;
+        if (!found) break;
+      }
+      if (arrived == size) return 0;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    std::fprintf(stderr, "meet: rank %d of generation %ld did not arrive within %g s\n", arrived, g,
+                 timeout);
+    return 1;
+  }
   std::fprintf(stderr,
                "usage: rendezvous_helper [SLEEP [CODE]] | get KEY [T] | set KEY VALUE | "
-               "join LAST [T]\n");
+               "join LAST [T] | meet G SIZE [T]\n");
   return 64;
 }
 
