@@ -94,7 +94,8 @@ Status decodeResiduals(const uint8_t* data, size_t size, CompressionResiduals* o
   Reader r(data, size);
   const uint8_t* magic = nullptr;
   uint32_t version = 0, n_specs = 0;
-  if (!r.bytes(4, &magic) || std::memcmp(magic, kMagic, 4) != 0) return bad(r, "no 'TRES' header");
+  if (size < 4 || std::memcmp(data, kMagic, 4) != 0) return bad(r, "no 'TRES' header");
+  r.bytes(4, &magic);
   if (!r.u32(&version) || version != kVersion) {
     return bad(r, "version " + std::to_string(version) + " (this build reads version 1)");
   }

@@ -86,7 +86,9 @@ Status parseCompressionSpec(const std::string& spec, CompressionSpec* out) {
       }
       parsed.warmup = static_cast<uint32_t>(steps);  // at most 9 digits
     }
-    if (!parseRatio(ratio, &parsed.ratio)) return badSpec(spec, "'" + ratio + "' is not a number");
+    if (!parseRatio(ratio, &parsed.ratio)) {
+      return badSpec(spec, "the topk ratio must be a number in (0, 1], got '" + ratio + "'");
+    }
     if (!(parsed.ratio > 0.0 && parsed.ratio <= 1.0)) {
       return badSpec(spec, "the topk ratio must be in (0, 1], got " + ratio);
     }

@@ -66,7 +66,8 @@ const std::vector<SettingSpec> kSpecs = {
      "GPU per rank), host tensors and negotiation through tcp; with the others CUDA tensors are "
      "staged through pinned host memory (several ranks may share a GPU)"},
     {"TUTTI_COMPRESSION", SettingType::kCompression, "none", 0, 0, "",
-     "default gradient compression of float allreduce (sum/average): none, fp16, bf16, "
+     "default gradient compression of float allreduce (sum/average) where the op does not choose "
+     "one (C API: empty spec; Python: compression=None, DistributedOptimizer): none, fp16, bf16, "
      "topk:<ratio>[:warmup=<steps>], int8[:<block>]; integer tensors and other ops are never "
      "compressed"},
     {"TUTTI_COMPRESSION_ZSTD_LEVEL", SettingType::kInt, "0", 0, 19, "",

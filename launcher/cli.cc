@@ -43,10 +43,12 @@ const SettingFlag kSettingFlags[] = {
      "collective backend: tcp, mpi, nccl (CUDA tensors), or auto = mpi under mpirun, else tcp "
      "(default auto)"},
     {"--compression", "TUTTI_COMPRESSION", 1, "SPEC",
-     "default compression of float allreduce: none, fp16, bf16, topk:<ratio>[:warmup=<steps>], "
-     "int8[:<block>] (default none)"},
+     "default compression of float allreduce where the op does not choose one (C API: empty "
+     "spec; Python: compression=None, DistributedOptimizer): none, fp16, bf16, "
+     "topk:<ratio>[:warmup=<steps>], int8[:<block>] (default none)"},
     {"--compression-zstd-level", "TUTTI_COMPRESSION_ZSTD_LEVEL", 1, "N",
-     "zstd level 1..19 for the tcp backend's wire segments; 0: off (default 0; not yet applied)"},
+     "zstd level 1..19 for data sent over TCP connections (not shared memory), frames sent raw "
+     "where zstd saves < 10 %; every rank must use the same level; 0: off (default 0)"},
     {"--timeline-filename", "TUTTI_TIMELINE", 1, "FILE",
      "record a Chrome-trace timeline: each rank writes FILE with .rank<R> inserted before the "
      "extension (docs/timeline.md)"},
