@@ -8,7 +8,6 @@ through the rendezvous store (with the helper) and print what they joined.
 Hosts h1, h2, ... are this machine, reached through the rsh agent
 `env TUTTI_FAKE_HOST={host}`. Exit code 0 = pass.
 """
-import argparse
 import os
 import re
 import signal
@@ -19,7 +18,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_util import check, fail, run_tuttirun, wait_gone  # noqa: E402
+from job_util import check, fail, run_case, run_tuttirun, wait_gone  # noqa: E402
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -349,19 +348,5 @@ def case_bad_elastic_flags():
             check(not os.path.exists(witness), "%s: a worker was started" % args)
 
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tuttirun", required=True)
-    parser.add_argument("--helper", required=True)
-    parser.add_argument("case")
-    ARGS = parser.parse_args()
-    fn = globals().get("case_" + ARGS.case)
-    if fn is None:
-        fail("unknown case " + ARGS.case)
-    fn()
-    print("PASS: " + ARGS.case)
-
-
 if __name__ == "__main__":
-    main()
+    run_case(globals())

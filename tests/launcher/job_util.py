@@ -1,6 +1,7 @@
 """What the process-level tests of tuttirun share (tests/launcher/*_tests.py,
 tests/elastic/elastic_tests.py): failing with a message, running tuttirun to
 completion, finding processes left behind."""
+import argparse
 import subprocess
 import sys
 import time
@@ -41,3 +42,22 @@ def wait_gone(marker, seconds):
             return []
         time.sleep(0.2)
     return processes_with(marker)
+
+
+def run_case(namespace, *options):
+    """Parses --tuttirun, --helper, `options` (extra --flags) and CASE, stores the
+    arguments as namespace["ARGS"] (the cases read it), runs namespace's case_<CASE>()
+    and prints PASS."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tuttirun", required=True)
+    parser.add_argument("--helper", required=True)
+    for option in options:
+        parser.add_argument(option)
+    parser.add_argument("case")
+    args = parser.parse_args()
+    namespace["ARGS"] = args
+    fn = namespace.get("case_" + args.case)
+    if fn is None:
+        fail("unknown case " + args.case)
+    fn()
+    print("PASS: " + args.case)

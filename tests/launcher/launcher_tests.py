@@ -7,7 +7,6 @@ Each CASE is one ctest test (see tests/CMakeLists.txt). The helper is
 tests/launcher/rendezvous_helper.cc: a rank that reaches the rendezvous
 without the tutti runtime. Exit code 0 = pass.
 """
-import argparse
 import os
 import re
 import signal
@@ -19,7 +18,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_util import check, fail, processes_with, run_tuttirun, wait_gone  # noqa: E402
+from job_util import check, fail, run_case, processes_with, run_tuttirun, wait_gone  # noqa: E402
 
 ARGS = None
 
@@ -210,20 +209,5 @@ def case_allreduce_np4():
         check(re.match(r"^\[[0-3]\]<stdout>: ", line), "unprefixed line %r" % line)
 
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tuttirun", required=True)
-    parser.add_argument("--helper", required=True)
-    parser.add_argument("--allreduce")
-    parser.add_argument("case")
-    ARGS = parser.parse_args()
-    fn = globals().get("case_" + ARGS.case)
-    if fn is None:
-        fail("unknown case " + ARGS.case)
-    fn()
-    print("PASS: " + ARGS.case)
-
-
 if __name__ == "__main__":
-    main()
+    run_case(globals(), "--allreduce")
