@@ -6,6 +6,8 @@ tensors pass through, bad and mismatched specs raise, and a
 DistributedOptimizer with topk(0.01) trains close to the uncompressed one.
 """
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -186,3 +188,63 @@ def test_topk_averages_small_tensors_whole():
     hvd.broadcast_parameters(start.state_dict(), root_rank=0)
     moved = (flat(reference) - flat(start)).norm()
     assert (flat(model) - flat(reference)).norm() < 2e-3 * moved
+
+
+def averaged_local_adam(model, steps, s, lr):
+    """The ranks' local Adam updates averaged, simulated in one process: what
+    update averaging gives when each rank normalises by its own gradient's
+    second moment."""
+    model = copy.deepcopy(model)
+    locals_ = [copy.deepcopy(model) for _ in range(s)]
+    opts = [torch.optim.Adam(m.parameters(), lr=lr) for m in locals_]
+    for step in range(steps):
+        x, y = global_batch(step, s)
+        deltas = []
+        for r, (m, opt) in enumerate(zip(locals_, opts)):
+            mine = slice(ROWS_PER_RANK * r, ROWS_PER_RANK * (r + 1))
+            before = flat(m).clone()
+            opt.zero_grad()
+            F.mse_loss(m(x[mine]), y[mine]).backward()
+            opt.step()
+            deltas.append(flat(m) - before)
+        new = flat(model) + sum(deltas) / s
+        with torch.no_grad():
+            for m in [model] + locals_:
+                torch.nn.utils.vector_to_parameters(new, m.parameters())
+    return model
+
+
+def test_topk_adam_normalises_by_the_averaged_gradients_moment():
+    # topk:1.0 sends every entry: tensors of >= 16 elements take the update
+    # path, whose Adam estimates the second moment of the *averaged*
+    # gradient (v / n + (1 - 1/n) EMA(mhat^2)). It tracks Adam on the global
+    # batch more closely than averaging the ranks' plain local Adam updates.
+    r, s = hvd.rank(), hvd.size()
+    model = make_model(seed=11)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    lr, steps = 0.01, 30
+    adam = lambda m: torch.optim.Adam(m.parameters(), lr=lr)  # noqa: E731
+    reference = reference_training(model, steps, s, adam)
+    plain = averaged_local_adam(model, steps, s, lr)
+    opt = hvd.DistributedOptimizer(adam(model), named_parameters=model.named_parameters(),
+                                   compression=hvd.Compression.topk(1.0))
+    assert opt._compress_updates and opt._adam_corrected()
+    for step in range(steps):
+        x, y = global_batch(step, s)
+        mine = slice(ROWS_PER_RANK * r, ROWS_PER_RANK * (r + 1))
+        opt.zero_grad()
+        F.mse_loss(model(x[mine]), y[mine]).backward()
+        opt.step()
+    gathered = hvd.allgather(flat(model).unsqueeze(0), name="cmp.adam.params")
+    assert torch.equal(gathered.min(0).values, gathered.max(0).values)
+    # The estimate's state is the optimizer's (saved by state_dict, so by
+    # elastic's TorchState).
+    big = [p for p in model.parameters() if p.numel() >= 16]
+    assert big and all("exp_avg_sq_of_mean" in opt.state[p] for p in big)
+    assert "exp_avg_sq_of_mean" in opt.state_dict()["state"][0]
+    ours = (flat(model) - flat(reference)).norm()
+    theirs = (flat(plain) - flat(reference)).norm()
+    print("rank %d: distance to Adam on the global batch %.4g (plain averaging %.4g)"
+          % (r, ours, theirs))
+    # Measured 0.38 (np 2) and 0.28 (np 4) of plain averaging's distance.
+    assert ours < 0.6 * theirs

@@ -136,3 +136,32 @@ def test_allgather_object():
     r, s = hvd.rank(), hvd.size()
     got = hvd.allgather_object({"rank": r, "data": "x" * r})
     assert got == [{"rank": k, "data": "x" * k} for k in range(s)]
+
+
+@pytest.mark.parametrize("specs", [("none", "topk:0.01"), ("topk:0.01", "topk:0.005"),
+                                   ("fp16", "int8")])
+def test_different_compression_on_ranks_is_a_mismatch_not_a_hang(specs):
+    """Top-k changes which tensors the optimizer exchanges (updates, small
+    tensors whole), so ranks that differ would wait for each other forever;
+    the optimizer checks first and names every rank's choice."""
+    if hvd.size() < 2:
+        pytest.skip("needs 2 ranks")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 3000), nn.Linear(3000, 2))
+    spec = specs[0] if hvd.rank() == 0 else specs[1]
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), compression=spec)
+    with pytest.raises(hvd.MismatchError) as info:
+        opt.zero_grad()
+        model(torch.randn(4, 20)).sum().backward()
+        opt.step()
+    assert "rank 0 %s" % specs[0] in str(info.value)
+    assert "rank 1 %s" % specs[1] in str(info.value)
+
+
+def test_implicit_compress_updates_error_says_how_to_opt_out():
+    model = nn.Linear(4, 2)
+    with pytest.raises(ValueError, match="compress_updates=False"):
+        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                 named_parameters=model.named_parameters(),
+                                 compression="topk:0.01", backward_passes_per_step=2)

@@ -7,14 +7,21 @@ compression/compressor.h in the source):
 
 - none: floats travel as they are.
 - fp16, bf16: floats travel as float16/bfloat16 (half the bytes); the ring
-  adds in float32. Relative error about 2^-11 (fp16) or 2^-8 (bf16).
+  adds in float32. Each ring hop rounds the partial sum again: the error of
+  the result is up to a few units of the type's rounding (2^-11 fp16, 2^-8
+  bf16) times the sum of the magnitudes, e.g. max |error| / max |result|
+  about 2^-10 (fp16) and 2^-7 (bf16) at 4 ranks.
 - topk(ratio): only the largest ratio of the entries (by magnitude) of each
   tensor travel, as (index, float16 value) pairs; the rest is kept per tensor
-  name and added to the next step's gradient (error feedback).
+  name and added to the next step's gradient (error feedback). Values travel
+  as float16, so a sent value saturates at +-65504 (the excess stays in the
+  residual and goes out in later steps; no inf appears): with a loss scaler,
+  unscale the gradients before they are allreduced, or use fp16/int8/none.
   topk(ratio, warmup=N) keeps more at first (25 % falling exponentially to
   ratio over N steps), as Deep Gradient Compression does.
 - int8(block): int8 values with a float32 scale per block of entries, with
-  error feedback.
+  error feedback. One inf or nan in a block makes the whole block's result
+  nan (still non-finite for overflow checks); later steps are clean.
 
 Compression applies to Sum/Average of floating-point tensors; integer and bool
 tensors and other ops pass through. compression=None means the job's default
