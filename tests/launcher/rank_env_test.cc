@@ -152,8 +152,8 @@ TEST(Remote, ForwardedInterruptReachesTheRank) {
   std::string path = "/tmp/tutti_bootstrap_int_" + std::to_string(::getpid());
   { std::ofstream(path) << remoteScript({}, "/tmp", {"sleep", "30"}, 1); }
   auto start = std::chrono::steady_clock::now();
-  std::string cmd = "(cat " + path + "; sleep 0.5; echo INT; sleep 3) | sh -c '" +
-                    remoteBootstrap(20) + "'";
+  std::string cmd =
+      "(cat " + path + "; sleep 0.5; echo INT; sleep 3) | sh -c '" + remoteBootstrap(20) + "'";
   int status = std::system(cmd.c_str());
   std::remove(path.c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << status;
