@@ -1,9 +1,12 @@
 #include "core/elastic_members.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <set>
 #include <sstream>
+
+#include "core/store.h"
 
 namespace tutti {
 
@@ -25,6 +28,9 @@ std::string generationPrefix(int64_t generation) {
 }
 std::string members(int64_t generation) {
   return generationPrefix(generation) + "members";
+}
+std::string rankAddress(int64_t generation, int rank) {
+  return generationPrefix(generation) + rankAddressKey(rank);
 }
 std::string reportPrefix() {
   return "elastic/report/";
@@ -151,6 +157,16 @@ bool elastic_keys::parseReport(const std::string& key, int64_t* generation, int*
   }
   *generation = g;
   *worker_id = static_cast<int>(id);
+  return true;
+}
+
+bool elastic_keys::parseReportValue(const std::string& value, int* rank) {
+  const size_t b = value.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return false;
+  const size_t e = value.find_last_not_of(" \t\r\n");
+  long long r = 0;
+  if (!parseCount(value.substr(b, e - b + 1), INT_MAX, &r)) return false;
+  *rank = static_cast<int>(r);
   return true;
 }
 

@@ -40,10 +40,13 @@ std::string latest();                                   // "elastic/latest"
 std::string failed();                                   // "elastic/failed"
 std::string generationPrefix(int64_t generation);       // "elastic/gen/<g>/"
 std::string members(int64_t generation);                // "elastic/gen/<g>/members"
+std::string rankAddress(int64_t generation, int rank);  // "elastic/gen/<g>/rank/<r>/addr"
 std::string report(int64_t generation, int worker_id);  // "elastic/report/<g>/<id>"
 std::string reportPrefix();                             // "elastic/report/"
 // Parses "elastic/report/<g>/<worker_id>"; false for any other key.
 bool parseReport(const std::string& key, int64_t* generation, int* worker_id);
+// Parses a report's value "<rank>" (whitespace around it allowed).
+bool parseReportValue(const std::string& value, int* rank);
 }  // namespace elastic_keys
 
 // Text of the members key: one line per member, each ending in '\n'.

@@ -29,4 +29,12 @@ class Store {
                      std::vector<uint8_t>* value) = 0;
 };
 
+// Where rank r publishes the address of its data listener during a
+// rendezvous ("rank/<r>/addr", under the generation's prefix): the tcp
+// transport writes and reads it; tuttirun's elastic driver reads it to see
+// who joined a generation.
+inline std::string rankAddressKey(int rank) {
+  return "rank/" + std::to_string(rank) + "/addr";
+}
+
 }  // namespace tutti

@@ -1,32 +1,11 @@
 #include "launcher/elastic_generation.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstdlib>
+#include <map>
 
 namespace tutti {
 namespace launcher {
-namespace {
-
-// A non-negative decimal integer that fits an int, and nothing else.
-bool parseCount(const std::string& text, int* value) {
-  if (text.empty() || text.size() > 9) return false;
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  *value = std::atoi(text.c_str());
-  return true;
-}
-
-}  // namespace
-
-bool parseReportValue(const std::string& value, int* rank) {
-  size_t b = value.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return false;
-  size_t e = value.find_last_not_of(" \t\r\n");
-  return parseCount(value.substr(b, e - b + 1), rank);
-}
 
 std::vector<ElasticMember> placeGeneration(
     const std::vector<std::pair<int, std::string>>& ordered) {

@@ -21,9 +21,6 @@ namespace launcher {
 // Store keys and the members text: core/elastic_members.h (shared with the
 // worker side).
 
-// Parses a report's value "<rank>" (whitespace around it allowed).
-bool parseReportValue(const std::string& value, int* rank);
-
 // Places `ordered` = (worker id, host) in rank order: local_rank is the index
 // among the members on its host in rank order, cross_rank the index of its
 // host with hosts in order of their first member.

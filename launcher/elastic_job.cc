@@ -91,9 +91,7 @@ class ElasticJob : public ElasticActions {
   }
   bool joined(int generation, int rank) override {
     std::string value;
-    return server_.get(
-        elastic_keys::generationPrefix(generation) + "rank/" + std::to_string(rank) + "/addr",
-        &value);
+    return server_.get(elastic_keys::rankAddress(generation, rank), &value);
   }
 
  private:
@@ -145,7 +143,7 @@ class ElasticJob : public ElasticActions {
       std::string value;
       int64_t generation = 0;
       if (elastic_keys::parseReport(key, &generation, &r.reporter) && server_.get(key, &value) &&
-          parseReportValue(value, &r.lost_rank)) {
+          elastic_keys::parseReportValue(value, &r.lost_rank)) {
         r.generation = static_cast<int>(generation);
         reports.push_back(r);
       } else {

@@ -25,10 +25,6 @@ constexpr int kSocketBufferBytes = 8 << 20;
 // rendezvous still stands (an elastic generation may be superseded).
 constexpr auto kRendezvousCheck = std::chrono::milliseconds(500);
 
-std::string addrKey(int rank) {
-  return "rank/" + std::to_string(rank) + "/addr";
-}
-
 std::string joinRanks(const std::vector<int>& ranks) {
   std::ostringstream out;
   out << (ranks.size() == 1 ? "rank " : "ranks ");
@@ -98,7 +94,8 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
   TUTTI_RETURN_IF_ERROR(
       store.set("rank/" + std::to_string(rank_) + "/host",
                 std::vector<uint8_t>(shm_identity_.begin(), shm_identity_.end())));
-  TUTTI_RETURN_IF_ERROR(store.set(addrKey(rank_), std::vector<uint8_t>(me.begin(), me.end())));
+  TUTTI_RETURN_IF_ERROR(
+      store.set(rankAddressKey(rank_), std::vector<uint8_t>(me.begin(), me.end())));
 
   // Addresses of the lower ranks (they publish before connecting anywhere).
   std::vector<std::string> addrs(rank_);
@@ -108,7 +105,7 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
         std::chrono::duration_cast<std::chrono::milliseconds>(setup_deadline_ - Clock::now());
     if (!missing.empty() || left < kProbeTimeout) left = kProbeTimeout;
     std::vector<uint8_t> v;
-    Status st = store.get(addrKey(j), left, &v);
+    Status st = store.get(rankAddressKey(j), left, &v);
     if (st.code() == StatusCode::kTimeout) {
       missing.push_back(j);
       continue;
@@ -139,7 +136,7 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
     // elastic one says kShutdown once this generation was superseded, and
     // then the peers we wait for will never come.
     std::vector<uint8_t> v;
-    Status st = store.get(addrKey(rank_), kProbeTimeout, &v);
+    Status st = store.get(rankAddressKey(rank_), kProbeTimeout, &v);
     if (st.code() == StatusCode::kShutdown && setup_error_.isOk()) setup_error_ = st;
   }
   error_code ec;
@@ -174,7 +171,7 @@ Status TcpTransportImpl::describeMissing(Store& store) {
       continue;
     }
     std::vector<uint8_t> v;
-    if (store.get(addrKey(r), kProbeTimeout, &v).isOk()) {
+    if (store.get(rankAddressKey(r), kProbeTimeout, &v).isOk()) {
       other.push_back("rank " + std::to_string(r) + " published its address but never connected");
     } else {
       unpublished.push_back(r);

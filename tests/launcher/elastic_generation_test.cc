@@ -24,10 +24,10 @@ TEST(ElasticKeys, MembersKeyAndReports) {
     EXPECT_FALSE(elastic_keys::parseReport(bad, &g, &w)) << bad;
   }
   int rank = -1;
-  ASSERT_TRUE(parseReportValue(" 5\n", &rank));
+  ASSERT_TRUE(elastic_keys::parseReportValue(" 5\n", &rank));
   EXPECT_EQ(rank, 5);
   for (const char* bad : {"", "x", "-1", "1 2", "99999999999"}) {
-    EXPECT_FALSE(parseReportValue(bad, &rank)) << bad;
+    EXPECT_FALSE(elastic_keys::parseReportValue(bad, &rank)) << bad;
   }
 }
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "ops/tcp/elastic_membership.h"
 #include "ops/tcp/generation_store.h"
 #include "ops/tcp/rendezvous_client.h"
 
@@ -39,6 +40,20 @@ std::string env(const char* name) {
 
 std::string text(const std::vector<uint8_t>& v) {
   return std::string(v.begin(), v.end());
+}
+
+// What the driver says: elastic/failed (prints "failed: <message>", returns
+// 2), or the newest generation in *latest (-1: none yet; returns 0). 1: the
+// store could not be read.
+int driverState(tutti::RendezvousClient& client, int64_t* latest) {
+  std::vector<uint8_t> value;
+  bool found = false;
+  if (!client.tryGet(tutti::elastic_keys::failed(), &value, &found).isOk()) return 1;
+  if (found) {
+    std::printf("failed: %s\n", text(value).c_str());
+    return 2;
+  }
+  return tutti::latestGeneration(client, latest).isOk() ? 0 : 1;
 }
 
 int storeCommand(tutti::RendezvousClient& client, int argc, char** argv) {
@@ -68,25 +83,18 @@ int storeCommand(tutti::RendezvousClient& client, int argc, char** argv) {
     auto deadline =
         std::chrono::steady_clock::now() + milliseconds(static_cast<long long>(timeout * 1000));
     while (std::chrono::steady_clock::now() < deadline) {
-      std::vector<uint8_t> value;
-      bool found = false;
-      if (!client.tryGet("elastic/failed", &value, &found).isOk()) return 1;
-      if (found) {
-        std::printf("failed: %s\n", text(value).c_str());
-        return 2;
-      }
-      if (!client.tryGet("elastic/latest", &value, &found).isOk()) return 1;
-      if (found && std::atol(text(value).c_str()) > last) {
-        std::string g = text(value);
+      int64_t latest = -1;
+      if (int rc = driverState(client, &latest)) return rc;
+      if (latest > last) {
         std::vector<uint8_t> members;
         tutti::Status st =
-            client.get("elastic/gen/" + g + "/members", milliseconds(1000), &members);
+            client.get(tutti::elastic_keys::members(latest), milliseconds(1000), &members);
         if (!st.isOk()) {
-          std::fprintf(stderr, "generation %s without members: %s\n", g.c_str(),
-                       st.toString().c_str());
+          std::fprintf(stderr, "generation %lld without members: %s\n",
+                       static_cast<long long>(latest), st.toString().c_str());
           return 1;
         }
-        std::printf("%s\n%s", g.c_str(), text(members).c_str());
+        std::printf("%lld\n%s", static_cast<long long>(latest), text(members).c_str());
         return 0;
       }
       std::this_thread::sleep_for(milliseconds(20));
@@ -102,18 +110,13 @@ int storeCommand(tutti::RendezvousClient& client, int argc, char** argv) {
         std::chrono::steady_clock::now() + milliseconds(static_cast<long long>(timeout * 1000));
     int arrived = 0;
     while (std::chrono::steady_clock::now() < deadline) {
+      int64_t latest = -1;
+      if (int rc = driverState(client, &latest)) return rc;
+      if (latest > g) return 3;
       std::vector<uint8_t> value;
       bool found = false;
-      if (!client.tryGet("elastic/failed", &value, &found).isOk()) return 1;
-      if (found) {
-        std::printf("failed: %s\n", text(value).c_str());
-        return 2;
-      }
-      if (!client.tryGet("elastic/latest", &value, &found).isOk()) return 1;
-      if (found && std::atol(text(value).c_str()) > g) return 3;
       for (; arrived < size; ++arrived) {
-        std::string key =
-            "elastic/gen/" + std::to_string(g) + "/rank/" + std::to_string(arrived) + "/addr";
+        const std::string key = tutti::elastic_keys::rankAddress(g, arrived);
         if (!client.tryGet(key, &value, &found).isOk()) return 1;
         if (!found) break;
       }

@@ -123,11 +123,28 @@ def test_mismatched_specs_raise_on_every_rank():
     assert "cmp.mismatch" in message and "fp16" in message and "int8:256" in message
 
 
+def train_on_my_rows(model, opt, steps):
+    """`steps` steps of the distributed run: each rank trains on its rows of the
+    global batch (global_batch) through the DistributedOptimizer `opt`."""
+    r, s = hvd.rank(), hvd.size()
+    for step in range(steps):
+        x, y = global_batch(step, s)
+        mine = slice(ROWS_PER_RANK * r, ROWS_PER_RANK * (r + 1))
+        opt.zero_grad()
+        F.mse_loss(model(x[mine]), y[mine]).backward()
+        opt.step()
+
+
+def assert_same_on_every_rank(model, name):
+    gathered = hvd.allgather(flat(model).unsqueeze(0), name=name)
+    assert torch.equal(gathered.min(0).values, gathered.max(0).values)
+
+
 # compress_updates=None: top-k averages the optimizer's updates (the default
 # for top-k); False: the gradients, as before.
 @pytest.mark.parametrize("compress_updates", [None, False])
 def test_distributed_optimizer_topk_close_to_uncompressed(compress_updates):
-    r, s = hvd.rank(), hvd.size()
+    s = hvd.size()
     model = make_model(seed=5)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.05)  # noqa: E731
@@ -137,15 +154,9 @@ def test_distributed_optimizer_topk_close_to_uncompressed(compress_updates):
                                    compression=hvd.Compression.topk(0.01),
                                    compress_updates=compress_updates)
     assert opt._compress_updates == (compress_updates is None)
-    for step in range(steps):
-        x, y = global_batch(step, s)
-        mine = slice(ROWS_PER_RANK * r, ROWS_PER_RANK * (r + 1))
-        opt.zero_grad()
-        F.mse_loss(model(x[mine]), y[mine]).backward()
-        opt.step()
+    train_on_my_rows(model, opt, steps)
     # Same parameters on every rank (every rank applied the same sum) ...
-    gathered = hvd.allgather(flat(model).unsqueeze(0), name="cmp.params")
-    assert torch.equal(gathered.min(0).values, gathered.max(0).values)
+    assert_same_on_every_rank(model, "cmp.params")
     # ... and, with error feedback, moved most of the way the uncompressed
     # run moved: closer to it than to the start.
     start = make_model(seed=5)
@@ -165,7 +176,7 @@ def test_topk_averages_small_tensors_whole():
     assert _dense_below("topk:0.01:warmup=100") == 1600
     assert _dense_below("topk:1.0") == 16
     assert _dense_below("int8:256") == 0 and _dense_below(None) == 0
-    r, s = hvd.rank(), hvd.size()
+    s = hvd.size()
     model = make_model(seed=7)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     adam = lambda m: torch.optim.Adam(m.parameters(), lr=0.01)  # noqa: E731
@@ -174,14 +185,8 @@ def test_topk_averages_small_tensors_whole():
     opt = hvd.DistributedOptimizer(adam(model), named_parameters=model.named_parameters(),
                                    compression=hvd.Compression.topk(0.01))
     assert opt._compress_updates
-    for step in range(steps):
-        x, y = global_batch(step, s)
-        mine = slice(ROWS_PER_RANK * r, ROWS_PER_RANK * (r + 1))
-        opt.zero_grad()
-        F.mse_loss(model(x[mine]), y[mine]).backward()
-        opt.step()
-    gathered = hvd.allgather(flat(model).unsqueeze(0), name="cmp.small.params")
-    assert torch.equal(gathered.min(0).values, gathered.max(0).values)
+    train_on_my_rows(model, opt, steps)
+    assert_same_on_every_rank(model, "cmp.small.params")
     # fp16 gradients (relative rounding 2^-11) change Adam's steps little:
     # within 0.2 % of the distance the reference moved (measured 0.01 % at np 2).
     start = make_model(seed=7)
@@ -229,14 +234,8 @@ def test_topk_adam_normalises_by_the_averaged_gradients_moment():
     opt = hvd.DistributedOptimizer(adam(model), named_parameters=model.named_parameters(),
                                    compression=hvd.Compression.topk(1.0))
     assert opt._compress_updates and opt._adam_corrected()
-    for step in range(steps):
-        x, y = global_batch(step, s)
-        mine = slice(ROWS_PER_RANK * r, ROWS_PER_RANK * (r + 1))
-        opt.zero_grad()
-        F.mse_loss(model(x[mine]), y[mine]).backward()
-        opt.step()
-    gathered = hvd.allgather(flat(model).unsqueeze(0), name="cmp.adam.params")
-    assert torch.equal(gathered.min(0).values, gathered.max(0).values)
+    train_on_my_rows(model, opt, steps)
+    assert_same_on_every_rank(model, "cmp.adam.params")
     # The estimate's state is the optimizer's (saved by state_dict, so by
     # elastic's TorchState).
     big = [p for p in model.parameters() if p.numel() >= 16]

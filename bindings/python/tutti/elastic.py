@@ -43,8 +43,10 @@ def enabled():
 def generation():
     """The current membership generation (0, 1, ...); -1 when not initialised
     or not elastic (also with a libtutti that predates elastic training)."""
-    if not enabled():
+    if not _library.has_function("tutti_elastic_generation"):
         return -1
+    # -1 from libtutti too when not initialised or not elastic: no need to
+    # read the environment (enabled()) on every call, e.g. every gradient.
     return int(_library.function("tutti_elastic_generation")())
 
 
