@@ -12,6 +12,9 @@
 // last result that differ from n (n + 1) / 2 (the worst rank's count). Rank 0 first
 // prints the device-to-device cudaMemcpy bandwidth of its GPU. Exits 1 when
 // any #wrong is not 0 or an op fails. Settings come from the TUTTI_* environment.
+// --compression fp16|bf16 casts on the device around a 16-bit allreduce
+// (coordinator/device_executor.h); the sums of small integers stay exact, so
+// #wrong is still 0; algbw and busbw count the float32 bytes of the tensor.
 
 #include <cuda_runtime_api.h>
 
@@ -68,10 +71,15 @@ double copyBandwidth(size_t bytes) {
 int main(int argc, char** argv) {
   size_t min_bytes = size_t{1} << 20, max_bytes = size_t{256} << 20;
   int iters = 20, warmup = 5;
+  std::string compression;  // "": the job's default (TUTTI_COMPRESSION)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const size_t value = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--min-bytes")
+    if (flag == "--compression" &&
+        (std::strcmp(argv[i + 1], "none") == 0 || std::strcmp(argv[i + 1], "fp16") == 0 ||
+         std::strcmp(argv[i + 1], "bf16") == 0)) {
+      compression = argv[i + 1];
+    } else if (flag == "--min-bytes")
       min_bytes = value;
     else if (flag == "--max-bytes")
       max_bytes = value;
@@ -82,7 +90,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: gpu_busbw [--min-bytes N] [--max-bytes N] [--iters N] "
-                   "[--warmup N]\n");
+                   "[--warmup N] [--compression none|fp16|bf16]\n");
       return 2;
     }
   }
@@ -103,8 +111,9 @@ int main(int argc, char** argv) {
   const int device = rt->localRank() % devices;
   if (!cudaOk(cudaSetDevice(device), "cudaSetDevice")) return 1;
   if (rank == 0) {
-    std::printf("# gpu_busbw: %d rank(s), backend %s, device %d of %d\n", n,
-                rt->settings().backend.c_str(), device, devices);
+    std::printf("# gpu_busbw: %d rank(s), backend %s, device %d of %d, compression %s\n", n,
+                rt->settings().backend.c_str(), device, devices,
+                compression.empty() ? "(job default)" : compression.c_str());
     std::printf("# device-to-device cudaMemcpy: %.1f GB/s (read + write)\n",
                 copyBandwidth(max_bytes));
     std::printf("# %12s %12s %10s %10s %10s %8s\n", "size(B)", "count", "time(us)", "algbw",
@@ -126,6 +135,7 @@ int main(int argc, char** argv) {
     tutti::TensorView vout{out, tutti::DataType::kFloat32, shape, tutti::DeviceType::kCuda, device};
     tutti::OpOptions o;
     o.name = "busbw." + std::to_string(bytes);
+    o.compression = compression;
     double seconds = 0;
     for (int i = 0; i < warmup + iters && !failed; ++i) {
       tutti::Handle h = 0;

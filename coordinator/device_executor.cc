@@ -124,7 +124,9 @@ Status DeviceExecutor::collectiveInPlace(Backend* direct, Backend& host, void* b
 }
 
 Status DeviceExecutor::execute(const Response& r, const std::vector<const TensorEntry*>& entries,
-                               std::vector<Completion>* completions, Backend& host) {
+                               std::vector<Completion>* completions, Backend& host,
+                               Compressor* compressor, CompressorSet* compressors) {
+  TUTTI_CHECK(compressor == nullptr || (r.type == OpType::kAllreduce && compressors != nullptr));
   TUTTI_CHECK_EQ(entries.size(), r.names.size());
   completions->assign(r.names.size(), Completion{});
   DeviceContext* ctx = nullptr;
@@ -132,7 +134,12 @@ Status DeviceExecutor::execute(const Response& r, const std::vector<const Tensor
   DeviceBackend* device_backend = nullptr;
   TUTTI_RETURN_IF_ERROR(directBackend(*ctx, &device_backend));
   Backend* direct = device_backend;
-  if (device_backend != nullptr && isReduction(r.type) && !device_backend->reduces(r.dtype)) {
+  // The type the collective reduces: the 16-bit wire type of a cast.
+  const DataType reduced =
+      compressor != nullptr && compressor->exchangeKind() == ExchangeKind::kAllreduce
+          ? compressor->wireDType(r.dtype)
+          : r.dtype;
+  if (device_backend != nullptr && isReduction(r.type) && !device_backend->reduces(reduced)) {
     direct = nullptr;  // e.g. int16 on NCCL: staged through the host backend
   }
   for (const TensorEntry* e : entries) {
@@ -141,7 +148,7 @@ Status DeviceExecutor::execute(const Response& r, const std::vector<const Tensor
   Status st;
   switch (r.type) {
     case OpType::kAllreduce:
-      st = allreduce(*ctx, direct, host, r, entries);
+      st = allreduce(*ctx, direct, host, r, entries, compressor, compressors);
       break;
     case OpType::kAllgather:
       st = allgather(*ctx, direct, host, r, entries[0], &(*completions)[0]);
@@ -164,8 +171,8 @@ Status DeviceExecutor::execute(const Response& r, const std::vector<const Tensor
 }
 
 Status DeviceExecutor::allreduce(DeviceContext& ctx, Backend* direct, Backend& host,
-                                 const Response& r,
-                                 const std::vector<const TensorEntry*>& entries) {
+                                 const Response& r, const std::vector<const TensorEntry*>& entries,
+                                 Compressor* compressor, CompressorSet* compressors) {
   TUTTI_CHECK_EQ(r.sizes.size(), r.names.size());
   const size_t elem = dataTypeSize(r.dtype);
   const ReduceOp op = backendOp(r.reduce_op);
@@ -197,11 +204,18 @@ Status DeviceExecutor::allreduce(DeviceContext& ctx, Backend* direct, Backend& h
     }
     TUTTI_RETURN_IF_ERROR(ctx.copyBatch(in));
   }
-  TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, r.prescale));
-  TUTTI_RETURN_IF_ERROR(
-      collectiveInPlace(direct, host, buf, total * elem, true,
-                        [&](Backend& b, void* p) { return b.allreduce(p, total, r.dtype, op); }));
-  TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, outputScale(r)));
+  if (compressor == nullptr) {
+    TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, r.prescale));
+    TUTTI_RETURN_IF_ERROR(
+        collectiveInPlace(direct, host, buf, total * elem, true,
+                          [&](Backend& b, void* p) { return b.allreduce(p, total, r.dtype, op); }));
+    TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, outputScale(r)));
+  } else if (compressor->exchangeKind() == ExchangeKind::kAllreduce) {
+    TUTTI_RETURN_IF_ERROR(castReduce(ctx, direct, host, r, buf, total, *compressor));
+  } else {
+    TUTTI_RETURN_IF_ERROR(
+        hostCompressedReduce(ctx, host, r, entries, buf, total, *compressor, *compressors));
+  }
   if (alone) return Status::ok();
   std::vector<DeviceCopy> out;
   size_t offset = 0;
@@ -211,6 +225,60 @@ Status DeviceExecutor::allreduce(DeviceContext& ctx, Backend* direct, Backend& h
     offset += bytes;
   }
   return ctx.copyBatch(out);
+}
+
+Status DeviceExecutor::castReduce(DeviceContext& ctx, Backend* direct, Backend& host,
+                                  const Response& r, void* buf, size_t total,
+                                  const Compressor& compressor) {
+  // As the host's cast path (coordinator/compressed_allreduce.cc): 1/size
+  // before the 16-bit sum, so that it stays in range.
+  const double pre = r.prescale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, pre));
+  const DataType wire = compressor.wireDType(r.dtype);
+  const size_t wire_bytes = total * dataTypeSize(wire);
+  void* packed = nullptr;
+  TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kWire, wire_bytes, &packed));
+  TUTTI_RETURN_IF_ERROR(ctx.cast(buf, r.dtype, packed, wire, total));
+  TUTTI_RETURN_IF_ERROR(collectiveInPlace(
+      direct, host, packed, wire_bytes, true,
+      [&](Backend& b, void* p) { return b.allreduce(p, total, wire, ReduceOp::kSum); }));
+  TUTTI_RETURN_IF_ERROR(ctx.cast(packed, wire, buf, r.dtype, total));
+  return ctx.scale(buf, total, r.dtype, r.postscale);
+}
+
+Status DeviceExecutor::hostCompressedReduce(DeviceContext& ctx, Backend& host, const Response& r,
+                                            const std::vector<const TensorEntry*>& entries,
+                                            void* buf, size_t total, Compressor& compressor,
+                                            CompressorSet& compressors) {
+  const size_t bytes = total * dataTypeSize(r.dtype);
+  void* pinned = nullptr;
+  TUTTI_RETURN_IF_ERROR(ctx.pinnedBuffer(bytes, &pinned));
+  TUTTI_RETURN_IF_ERROR(ctx.copy(pinned, buf, bytes));
+  TUTTI_RETURN_IF_ERROR(ctx.synchronize());
+  // The host stage reads and writes each tensor's slice of the pinned copy
+  // (input and output one buffer, which it allows); a joined rank's tensors
+  // stay null entries there too, so both paths see the same contributions.
+  Response staged = r;
+  staged.device = DeviceType::kCpu;
+  std::vector<TensorEntry> slices(r.names.size());
+  std::vector<const TensorEntry*> views(r.names.size(), nullptr);
+  size_t offset = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const int64_t count = r.sizes[i];
+    if (entries[i] != nullptr) {
+      TensorView v;
+      v.data = static_cast<uint8_t*>(pinned) + offset;
+      v.dtype = r.dtype;
+      v.shape = {count};
+      slices[i].input = v;
+      slices[i].output = v;
+      views[i] = &slices[i];
+    }
+    offset += static_cast<size_t>(count) * dataTypeSize(r.dtype);
+  }
+  TUTTI_RETURN_IF_ERROR(compressedAllreduce(staged, views, compressor, compressors, host, size_,
+                                            &compression_scratch_));
+  return ctx.copy(buf, pinned, bytes);
 }
 
 Status DeviceExecutor::broadcast(DeviceContext& ctx, Backend* direct, Backend& host,

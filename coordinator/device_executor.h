@@ -22,8 +22,23 @@
 // Outputs whose size only the runtime knows (allgather, alltoall,
 // reducescatter) are delivered in host memory (Completion::output, device
 // CPU, as the C API describes them); the Python binding moves them to the
-// input's device. Compression (Response.compression) is not applied to CUDA
-// tensors yet.
+// input's device.
+//
+// Compression (allreduce with a compressor, coordinator/executor.h decides):
+//  - casts (fp16, bf16): on the device, after staging: the fused buffer is
+//    scaled by prescale (and 1/size for average, as on the host, so that
+//    float16 sums stay in range), cast to the 16-bit type by a kernel into
+//    the kWire slot, allreduced in that type (NCCL directly, or staged
+//    through pinned memory: half the bytes over PCIe and the wire; both
+//    reduce by adding two 16-bit values and rounding once, like the host
+//    ring, ops/reduce.h), cast back by a kernel and postscaled. Results equal
+//    the host path's for the same inputs.
+//  - top-k and int8 (error feedback, residuals per tensor name in the
+//    runtime's CompressorSet): the staged fused buffer is copied to pinned
+//    host memory and goes through the host path
+//    (coordinator/compressed_allreduce.h) on the host backend, also under
+//    TUTTI_BACKEND=nccl; then back to the device. Their residuals are the
+//    same host state the elastic commit saves.
 //
 // Devices: one CUDA device per rank. The context opens on the first CUDA
 // tensor enqueued (its device_id); a later tensor on another device is
@@ -42,6 +57,9 @@
 #include <mutex>
 #include <vector>
 
+#include "compression/compressor.h"
+#include "coordinator/compressed_allreduce.h"
+#include "coordinator/compressor_set.h"
 #include "coordinator/handle_table.h"
 #include "coordinator/tensor_queue.h"
 #include "core/message.h"
@@ -66,8 +84,11 @@ class DeviceExecutor {
 
   // Background thread: runs a kCuda Response as the Executor does for host
   // tensors (same arguments, same results). `host` is the host backend.
+  // `compressor`: the allreduce's compressor (from `compressors`), or null
+  // for an uncompressed op; `compressors` may be null when it is.
   Status execute(const Response& response, const std::vector<const TensorEntry*>& entries,
-                 std::vector<Completion>* completions, Backend& host);
+                 std::vector<Completion>* completions, Backend& host,
+                 Compressor* compressor = nullptr, CompressorSet* compressors = nullptr);
 
  private:
   // A collective on `bytes` bytes at device address `buf`, run directly on
@@ -79,7 +100,15 @@ class DeviceExecutor {
   Status context(DeviceContext** out);
   Status directBackend(DeviceContext& ctx, DeviceBackend** out);
   Status allreduce(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
-                   const std::vector<const TensorEntry*>& entries);
+                   const std::vector<const TensorEntry*>& entries, Compressor* compressor,
+                   CompressorSet* compressors);
+  // Compressed reductions of an allreduce's staged buffer `buf` (`total`
+  // elements of r.dtype), in place; postscale and average included.
+  Status castReduce(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
+                    void* buf, size_t total, const Compressor& compressor);
+  Status hostCompressedReduce(DeviceContext& ctx, Backend& host, const Response& r,
+                              const std::vector<const TensorEntry*>& entries, void* buf,
+                              size_t total, Compressor& compressor, CompressorSet& compressors);
   Status allgather(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
                    const TensorEntry* e, Completion* done);
   Status broadcast(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
@@ -98,7 +127,8 @@ class DeviceExecutor {
   std::mutex mu_;                           // guards opening the context
   std::unique_ptr<DeviceContext> context_;  // set once, under mu_
   std::atomic<DeviceContext*> context_ptr_{nullptr};
-  std::unique_ptr<DeviceBackend> direct_;  // background thread; destroyed first
+  std::unique_ptr<DeviceBackend> direct_;   // background thread; destroyed first
+  CompressionScratch compression_scratch_;  // host compression stage (top-k, int8)
 };
 
 }  // namespace tutti

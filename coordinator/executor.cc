@@ -63,7 +63,9 @@ Status Executor::execute(const Response& r, const std::vector<const TensorEntry*
   collective_ = {};
   if (r.device == DeviceType::kCuda && r.type != OpType::kBarrier && r.type != OpType::kJoin) {
     if (device_ == nullptr) return Status::internal("a CUDA response but no device executor");
-    return device_->execute(r, entries, completions, backend_);
+    Compressor* compressor = nullptr;
+    if (r.type == OpType::kAllreduce) TUTTI_RETURN_IF_ERROR(compressorFor(r, &compressor));
+    return device_->execute(r, entries, completions, backend_, compressor, &state_.compressors);
   }
   switch (r.type) {
     case OpType::kAllreduce:

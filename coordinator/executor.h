@@ -20,7 +20,9 @@
 //  - compression: an allreduce (sum/average) whose Response names a
 //    compression spec other than "none", of a dtype the compressor applies
 //    to, goes through coordinator/compressed_allreduce.h; integer/bool
-//    tensors and other ops pass through uncompressed.
+//    tensors and other ops pass through uncompressed. On CUDA tensors the
+//    device executor applies the same compressor (casts as kernels on the
+//    device; top-k and int8 through the host stage, staged in pinned memory).
 //
 // Every backend call goes through a CountingBackend (coordinator/
 // counting_backend.h) that adds the bytes this rank sends to

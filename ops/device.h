@@ -53,8 +53,11 @@ struct DeviceCopy {
 
 class DeviceContext {
  public:
-  // Scratch buffers of device memory the executor stages through.
-  enum class Slot { kFusion = 0, kOutput = 1 };
+  // Scratch buffers of device memory the executor stages through: the
+  // fusion buffer, outputs the runtime sizes, and the 16-bit wire buffer of
+  // cast compression.
+  enum class Slot { kFusion = 0, kOutput = 1, kWire = 2 };
+  static constexpr int kSlots = 3;
 
   virtual ~DeviceContext() = default;
   // The CUDA device ordinal this context works on.
@@ -87,6 +90,14 @@ class DeviceContext {
   // (float16/bfloat16 via float32, integers in float64 rounded and
   // saturated, bool unchanged). factor == 1 queues nothing.
   virtual Status scale(void* buf, size_t count, DataType dtype, double factor) = 0;
+  // Queues out[i] = convert(in[i]) for i < count, for cast compression:
+  // float32 or float64 to float16 or bfloat16 and back, with the host's
+  // conversions (compression/compressor.h toFloat32/fromFloat32: float64
+  // rounds to float32 first; round to nearest even; float16 overflows to
+  // +-inf; NaN stays NaN). Other pairs: kInvalidArgument. in and out must not
+  // overlap. count == 0 queues nothing.
+  virtual Status cast(const void* in, DataType in_type, void* out, DataType out_type,
+                      size_t count) = 0;
 
   // Blocks until everything queued on tutti's stream finished.
   virtual Status synchronize() = 0;

@@ -42,5 +42,11 @@ bool scaleIsNoop(size_t count, DataType dtype, double factor) {
   return count == 0 || factor == 1.0 || dtype == DataType::kBool;
 }
 
+bool isCastPair(DataType from, DataType to) {
+  auto wide = [](DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat64; };
+  auto narrow = [](DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; };
+  return (wide(from) && narrow(to)) || (narrow(from) && wide(to));
+}
+
 }  // namespace cuda
 }  // namespace tutti

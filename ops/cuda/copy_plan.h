@@ -97,5 +97,9 @@ uint32_t elementwiseGrid(size_t count, uint32_t threads, uint32_t items_per_thre
 // and bool (which ops/reduce.h leaves unchanged).
 bool scaleIsNoop(size_t count, DataType dtype, double factor);
 
+// Whether the cast kernel converts `from` to `to`: float32 or float64 to
+// float16 or bfloat16, and back (DeviceContext::cast).
+bool isCastPair(DataType from, DataType to);
+
 }  // namespace cuda
 }  // namespace tutti

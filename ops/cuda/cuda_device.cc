@@ -215,6 +215,12 @@ Status CudaDeviceContext::scale(void* buf, size_t count, DataType dtype, double 
 
 Status CudaDeviceContext::cast(const void* in, DataType in_type, void* out, DataType out_type,
                                size_t count) {
+  if (!isCastPair(in_type, out_type)) {
+    return Status::invalidArgument(std::string("no cast kernel from ") + dataTypeName(in_type) +
+                                   " to " + dataTypeName(out_type) +
+                                   " (accepted: float32 or float64 to float16 or bfloat16, and "
+                                   "back)");
+  }
   DeviceGuard guard(device_);
   TUTTI_RETURN_IF_ERROR(guard.status());
   TUTTI_CUDA_RETURN_IF_ERROR(launchCast(in, in_type, out, out_type, count, stream_));

@@ -59,10 +59,9 @@ class CudaDeviceContext : public DeviceContext {
   Status copy(void* dst, const void* src, size_t bytes) override;
   Status fillZero(void* dst, size_t bytes) override;
   Status scale(void* buf, size_t count, DataType dtype, double factor) override;
+  Status cast(const void* in, DataType in_type, void* out, DataType out_type,
+              size_t count) override;
   Status synchronize() override;
-
-  // float32 <-> float16/bfloat16 on tutti's stream (for compression).
-  Status cast(const void* in, DataType in_type, void* out, DataType out_type, size_t count);
 
  private:
   explicit CudaDeviceContext(int device) : device_(device) {}
@@ -77,7 +76,7 @@ class CudaDeviceContext : public DeviceContext {
   const int device_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;  // blocking-sync event for synchronize()
-  Buffer device_buffers_[2];
+  Buffer device_buffers_[kSlots];
   Buffer pinned_;
   CopyDescriptor* descriptors_ = nullptr;  // device copy of one launch's descriptors
   size_t descriptor_capacity_ = 0;

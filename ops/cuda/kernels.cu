@@ -94,17 +94,27 @@ __global__ void scaleIntegerKernel(T* buf, size_t count, double factor, double l
   }
 }
 
-__global__ void floatToHalfKernel(const float* in, uint16_t* out, size_t count) {
-  TUTTI_GRID_STRIDE(i, count) out[i] = __half_as_ushort(__float2half_rn(in[i]));
+// Cast compression: float32/float64 <-> float16/bfloat16 through float32, as
+// compression/compressor.h's toFloat32/fromFloat32 (float64 rounds to
+// float32 first, then to the 16-bit type; both round to nearest even).
+struct HalfCodec {
+  __device__ static uint16_t encode(float x) { return __half_as_ushort(__float2half_rn(x)); }
+  __device__ static float decode(uint16_t x) { return __half2float(__ushort_as_half(x)); }
+};
+struct Bfloat16Codec {
+  __device__ static uint16_t encode(float x) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  }
+  __device__ static float decode(uint16_t x) { return __bfloat162float(__ushort_as_bfloat16(x)); }
+};
+
+template <typename Codec, typename T>
+__global__ void encodeKernel(const T* in, uint16_t* out, size_t count) {
+  TUTTI_GRID_STRIDE(i, count) out[i] = Codec::encode(static_cast<float>(in[i]));
 }
-__global__ void halfToFloatKernel(const uint16_t* in, float* out, size_t count) {
-  TUTTI_GRID_STRIDE(i, count) out[i] = __half2float(__ushort_as_half(in[i]));
-}
-__global__ void floatToBfloat16Kernel(const float* in, uint16_t* out, size_t count) {
-  TUTTI_GRID_STRIDE(i, count) out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(in[i]));
-}
-__global__ void bfloat16ToFloatKernel(const uint16_t* in, float* out, size_t count) {
-  TUTTI_GRID_STRIDE(i, count) out[i] = __bfloat162float(__ushort_as_bfloat16(in[i]));
+template <typename Codec, typename T>
+__global__ void decodeKernel(const uint16_t* in, T* out, size_t count) {
+  TUTTI_GRID_STRIDE(i, count) out[i] = static_cast<T>(Codec::decode(in[i]));
 }
 
 #undef TUTTI_GRID_STRIDE
@@ -173,25 +183,40 @@ cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor,
   return cudaGetLastError();
 }
 
+namespace {
+
+template <typename Codec, typename T>
+void launchCastAs(const void* in, bool encode, void* out, size_t count, uint32_t grid,
+                  cudaStream_t stream) {
+  if (encode) {
+    encodeKernel<Codec, T><<<grid, kElementwiseThreads, 0, stream>>>(
+        static_cast<const T*>(in), static_cast<uint16_t*>(out), count);
+  } else {
+    decodeKernel<Codec, T><<<grid, kElementwiseThreads, 0, stream>>>(
+        static_cast<const uint16_t*>(in), static_cast<T*>(out), count);
+  }
+}
+
+}  // namespace
+
 cudaError_t launchCast(const void* in, DataType in_type, void* out, DataType out_type, size_t count,
                        cudaStream_t stream) {
+  if (!isCastPair(in_type, out_type)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   const uint32_t grid = elementwiseGrid(count, kElementwiseThreads, kItemsPerThread);
-  const auto* f = static_cast<const float*>(in);
-  const auto* h = static_cast<const uint16_t*>(in);
-  if (in_type == DataType::kFloat32 && out_type == DataType::kFloat16) {
-    floatToHalfKernel<<<grid, kElementwiseThreads, 0, stream>>>(f, static_cast<uint16_t*>(out),
-                                                                count);
-  } else if (in_type == DataType::kFloat16 && out_type == DataType::kFloat32) {
-    halfToFloatKernel<<<grid, kElementwiseThreads, 0, stream>>>(h, static_cast<float*>(out), count);
-  } else if (in_type == DataType::kFloat32 && out_type == DataType::kBFloat16) {
-    floatToBfloat16Kernel<<<grid, kElementwiseThreads, 0, stream>>>(f, static_cast<uint16_t*>(out),
-                                                                    count);
-  } else if (in_type == DataType::kBFloat16 && out_type == DataType::kFloat32) {
-    bfloat16ToFloatKernel<<<grid, kElementwiseThreads, 0, stream>>>(h, static_cast<float*>(out),
-                                                                    count);
+  const bool encode = in_type == DataType::kFloat32 || in_type == DataType::kFloat64;
+  const DataType wide = encode ? in_type : out_type;
+  const DataType narrow = encode ? out_type : in_type;
+  if (narrow == DataType::kFloat16) {
+    if (wide == DataType::kFloat32) {
+      launchCastAs<HalfCodec, float>(in, encode, out, count, grid, stream);
+    } else {
+      launchCastAs<HalfCodec, double>(in, encode, out, count, grid, stream);
+    }
+  } else if (wide == DataType::kFloat32) {
+    launchCastAs<Bfloat16Codec, float>(in, encode, out, count, grid, stream);
   } else {
-    return cudaErrorInvalidValue;
+    launchCastAs<Bfloat16Codec, double>(in, encode, out, count, grid, stream);
   }
   return cudaGetLastError();
 }

@@ -31,8 +31,9 @@ cudaError_t launchBatchedCopy(const CopyDescriptor* descriptors, uint32_t count,
 cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor,
                         cudaStream_t stream);
 
-// out[i] = convert(in[i]) between float32 and float16/bfloat16 (round to
-// nearest even, float16 overflow to +-inf), for compression. Other pairs are
+// out[i] = convert(in[i]) between float32/float64 and float16/bfloat16
+// (isCastPair; float64 through float32; round to nearest even, float16
+// overflow to +-inf), for cast compression. Other pairs are
 // cudaErrorInvalidValue. in and out must not overlap.
 cudaError_t launchCast(const void* in, DataType in_type, void* out, DataType out_type, size_t count,
                        cudaStream_t stream);

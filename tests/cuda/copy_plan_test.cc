@@ -128,6 +128,20 @@ TEST(CopyPlanTest, ScaleIsNoopFollowsReduceRules) {
   EXPECT_FALSE(scaleIsNoop(1, DataType::kBFloat16, -1.0));
 }
 
+TEST(CopyPlanTest, CastPairsAreWideToSixteenBitsAndBack) {
+  for (DataType wide : {DataType::kFloat32, DataType::kFloat64}) {
+    for (DataType narrow : {DataType::kFloat16, DataType::kBFloat16}) {
+      EXPECT_TRUE(isCastPair(wide, narrow));
+      EXPECT_TRUE(isCastPair(narrow, wide));
+    }
+  }
+  EXPECT_FALSE(isCastPair(DataType::kFloat32, DataType::kFloat32));
+  EXPECT_FALSE(isCastPair(DataType::kFloat32, DataType::kFloat64));
+  EXPECT_FALSE(isCastPair(DataType::kFloat16, DataType::kBFloat16));
+  EXPECT_FALSE(isCastPair(DataType::kFloat32, DataType::kInt32));
+  EXPECT_FALSE(isCastPair(DataType::kInt8, DataType::kFloat16));
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace tutti

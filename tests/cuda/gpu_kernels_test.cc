@@ -199,6 +199,30 @@ TEST(GpuKernelsTest, CastsMatchTheCpuConversions) {
     EXPECT_EQ(wrong, 0u) << dataTypeName(narrow);
   }
   EXPECT_FALSE(ctx->cast(in.get(), DataType::kFloat32, back.get(), DataType::kInt32, n).isOk());
+
+  // float64 goes through float32 (round to nearest), as the host's cast
+  // compressor does.
+  std::vector<double> d(n);
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<double>(f[i]) * (1.0 + 1e-9);
+  DeviceMemory wide(n * 8), wide_back(n * 8);
+  wide.upload(d);
+  for (DataType narrow : {DataType::kFloat16, DataType::kBFloat16}) {
+    ASSERT_TRUE(ctx->cast(wide.get(), DataType::kFloat64, half.get(), narrow, n).isOk());
+    ASSERT_TRUE(ctx->cast(half.get(), narrow, wide_back.get(), DataType::kFloat64, n).isOk());
+    ASSERT_TRUE(ctx->synchronize().isOk());
+    const std::vector<uint16_t> got16 = half.download<uint16_t>(n);
+    const std::vector<double> got64 = wide_back.download<double>(n);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const float rounded = static_cast<float>(d[i]);
+      const uint16_t want =
+          narrow == DataType::kFloat16 ? floatToHalf(rounded) : floatToBfloat16(rounded);
+      const double want_back =
+          narrow == DataType::kFloat16 ? halfToFloat(want) : bfloat16ToFloat(want);
+      if (got16[i] != want || std::memcmp(&got64[i], &want_back, 8) != 0) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0u) << "float64 via " << dataTypeName(narrow);
+  }
 }
 
 TEST(GpuKernelsTest, WaitForOrdersAfterAnotherStream) {
