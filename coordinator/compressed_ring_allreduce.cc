@@ -141,9 +141,11 @@ Status quantisedRingAllreduce(Backend& backend, const Compressor& compressor,
       incoming.push_back(&seg);
     }
   }
+  // Empty segments (a chunk of no elements: total < n) are neither sent nor
+  // received, on both sides alike.
   std::vector<Transport::OpId> recv_ids(incoming.size());
   auto postRecv = [&](size_t i) {
-    if (t != nullptr && i < incoming.size()) {
+    if (t != nullptr && i < incoming.size() && incoming[i]->bytes > 0) {
       recv_ids[i] = t->postRecv(left, scratch->recv[i % 2].data(), incoming[i]->bytes);
     }
   };
@@ -170,7 +172,7 @@ Status quantisedRingAllreduce(Backend& backend, const Compressor& compressor,
     for (const Segment& seg : layouts[c].segments) {
       const uint8_t* got = scratch->recv[0].data() + seg.offset;
       if (t != nullptr) {
-        TUTTI_RETURN_IF_ERROR(t->wait(recv_ids[next]));
+        if (seg.bytes > 0) TUTTI_RETURN_IF_ERROR(t->wait(recv_ids[next]));
         got = scratch->recv[next % 2].data();
       }
       TUTTI_RETURN_IF_ERROR(accumulateSegment(compressor, seg, got, residual + seg.lo));

@@ -133,7 +133,9 @@ std::vector<uint8_t> runOp(Executor& executor, const Op& op, const std::string& 
   }
   std::vector<Completion> done;
   const Status st = executor.execute(r, pointers, &done);
-  EXPECT_TRUE(st.isOk()) << spec << " rank " << rank << ": " << st.toString();
+  EXPECT_TRUE(st.isOk()) << spec << " " << op.names[0]
+                         << (device == DeviceType::kCuda ? " cuda" : " cpu") << " rank " << rank
+                         << ": " << st.toString();
   std::vector<uint8_t> all;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (pointers[i] != nullptr) all.insert(all.end(), outputs[i].begin(), outputs[i].end());
@@ -146,8 +148,8 @@ std::vector<Op> steps() {
   // A fused float32 group, three times (error feedback carries over).
   for (int s = 0; s < 3; ++s) {
     Op fused;
-    fused.names = {"a", "b", "c"};
-    fused.sizes = {1000, 7, 4099};
+    fused.names = {"a", "b", "empty", "c"};
+    fused.sizes = {1000, 7, 0, 4099};
     fused.reduce_op = s == 1 ? ReduceOp::kAverage : ReduceOp::kSum;
     if (s == 2) {
       fused.joined_rank = 1;  // rank 1 joined: zeros for "b"
@@ -163,6 +165,11 @@ std::vector<Op> steps() {
   lone.prescale = 0.5;
   lone.postscale = 3.0;
   ops.push_back(lone);
+  // An empty tensor alone.
+  Op empty;
+  empty.names = {"nothing"};
+  empty.sizes = {0};
+  ops.push_back(empty);
   // float64 (casts go through float32) and float16 tensors (top-k, int8).
   Op wide;
   wide.names = {"d64"};
