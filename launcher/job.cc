@@ -304,8 +304,13 @@ void Job::onRankExit(Rank& rank) {
   if (config_.on_exit) {
     // Elastic mode: the owner decides what an exit means.
   } else if (failed && !stopping_) {
+    // ssh's own failure (255: unknown host, refused, authentication) before
+    // the rank reached the rendezvous: the job could not start.
+    const bool not_started = rank.launch.remote && !by_signal && value == 255 &&
+                             config_.arrived_ranks && config_.arrived_ranks().count(p.rank) == 0;
+    if (not_started) text += " before reaching the rendezvous: the job could not start";
     message(text);
-    exit_code_ = kExitRankFailed;
+    exit_code_ = not_started ? kExitStartFailed : kExitRankFailed;
     stopAll(SIGTERM, "stopping the other ranks (SIGTERM, then SIGKILL after " +
                          secondsText(config_.grace_seconds) + " s)");
   } else if (config_.verbose) {

@@ -244,7 +244,9 @@ TUTTI_API int tutti_grouped_allreduce_async(int count, const tutti_tensor* input
  * TUTTI_ERR_INVALID_ARGUMENT listing what is accepted. Results are within the
  * compressor's bounds of the uncompressed ones (fp16/bf16: the type's
  * rounding; topk/int8: what is not sent now is sent in later steps of the
- * same tensor name).
+ * same tensor name). CUDA tensors: fp16/bf16 cast in CUDA kernels on the
+ * device; topk/int8 compress on the host from a pinned copy (same results
+ * as for host tensors; not yet run on a GPU, docs/device-check.md).
  */
 TUTTI_API int tutti_allreduce_async_ex(const tutti_tensor* input, const tutti_tensor* output,
                                        const char* name, int op, double prescale, double postscale,

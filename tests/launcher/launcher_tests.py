@@ -71,6 +71,15 @@ def case_rank_exit_code():
     check(not wait_gone(marker, 5), "ranks left behind")
 
 
+def case_ssh_unknown_host():
+    # ssh fails (exit 255) before the rank reaches the rendezvous: exit 3.
+    rc, _, err, took = tuttirun(["-np", "2", "-H", "nosuchhost.invalid:2", "true"], timeout=60)
+    check(rc == 3, "exit code %d, expected 3 (the job could not start)" % rc)
+    check("on host nosuchhost.invalid exited with code 255 (ssh failed; see the rank's stderr)"
+          " before reaching the rendezvous" in err, "message: %r" % err)
+    check(took < 30, "took %.1f s" % took)
+
+
 def case_rank_sigkill():
     marker = "tutti-kill-" + uuid.uuid4().hex
     rc, _, err, took = tuttirun(["-np", "3", "sh", "-c",
