@@ -30,9 +30,11 @@
 //    float16 sums stay in range), cast to the 16-bit type by a kernel into
 //    the kWire slot, allreduced in that type (NCCL directly, or staged
 //    through pinned memory: half the bytes over PCIe and the wire; both
-//    reduce by adding two 16-bit values and rounding once, like the host
-//    ring, ops/reduce.h), cast back by a kernel and postscaled. Results equal
-//    the host path's for the same inputs.
+//    round each addition to 16 bits, like the host ring, ops/reduce.h), cast
+//    back by a kernel and postscaled. Staged, the results equal the host
+//    path's for the same inputs (NaN payloads aside: CUDA's conversions give
+//    a canonical NaN); on NCCL they are the same up to NCCL's order of
+//    additions (its ring follows the topology; trees group differently).
 //  - top-k and int8 (error feedback, residuals per tensor name in the
 //    runtime's CompressorSet): the staged fused buffer is copied to pinned
 //    host memory and goes through the host path

@@ -236,6 +236,7 @@ TEST_P(DeviceCompressionTest, CudaTensorsGiveTheHostPathsResults) {
       const uint64_t host_bytes = host_state.bytes_sent.load();
       const uint64_t device_bytes = device_state.bytes_sent.load();
       const size_t direct_calls = direct_backend ? direct_backend->reduced.size() : 0;
+      const uint64_t staged_before = ctx != nullptr ? ctx->stagedBytes() : 0;
       const std::vector<uint8_t> want = runOp(on_host, op, spec, DeviceType::kCpu, rank, seed);
       const std::vector<uint8_t> got = runOp(on_device, op, spec, DeviceType::kCuda, rank, seed);
       ASSERT_EQ(got.size(), want.size()) << what;
@@ -256,6 +257,19 @@ TEST_P(DeviceCompressionTest, CudaTensorsGiveTheHostPathsResults) {
         EXPECT_EQ(sent_for_device, sent_for_host) << what;
       } else {
         EXPECT_EQ(sent_for_device, 0u) << what;  // on the device backend
+      }
+      // Bytes copied from the device to pinned memory: 16 bits per element
+      // for the casts when staged, the tensors' own size for the host stage
+      // and for uncompressed staged ops, nothing when the device backend
+      // reduces.
+      const uint64_t staged = ctx->stagedBytes() - staged_before;
+      const uint64_t tensor_bytes = static_cast<uint64_t>(total) * dataTypeSize(op.dtype);
+      if (casts) {
+        EXPECT_EQ(staged, direct ? 0u : 2u * static_cast<uint64_t>(total)) << what;
+      } else if (on_host_stage || !direct) {
+        EXPECT_EQ(staged, tensor_bytes) << what;
+      } else {
+        EXPECT_EQ(staged, 0u) << what;
       }
       if (direct) {
         std::vector<DataType> calls(direct_backend->reduced.begin() + direct_calls,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coordinator/runtime.h"
+#include "core/compression_spec.h"
 #include "tests/cuda/gpu_test_util.h"
 #include "tests/support/op_checks.h"
 #include "tests/support/thread_harness.h"
@@ -226,8 +227,10 @@ void runCompressedDeviceOps(Runtime& rt) {
   }
   const CompressionResiduals residuals = rt.compressionResiduals();
   for (const std::string spec : {"topk:0.01", "int8"}) {
-    ASSERT_EQ(residuals.count(spec), 1u) << spec;
-    const ResidualMap& kept = residuals.at(spec);
+    std::string canonical;  // the key: "int8" is "int8:256"
+    ASSERT_TRUE(IsOk(canonicalizeCompressionSpec(spec, &canonical)));
+    ASSERT_EQ(residuals.count(canonical), 1u) << canonical;
+    const ResidualMap& kept = residuals.at(canonical);
     ASSERT_EQ(kept.count("gpu." + spec), 1u) << spec;
     EXPECT_EQ(kept.at("gpu." + spec), kept.at("cpu." + spec)) << spec;
   }

@@ -5,8 +5,9 @@
 // bytes, the compression paths) runs and is checked on machines without a
 // GPU. Every operation runs at once on the calling thread with the host's
 // arithmetic (ops/reduce.h scaleInPlace; compression/compressor.h
-// toFloat32/fromFloat32 for casts, which the GPU kernels match bit for bit:
-// GpuKernelsTest.CastsMatchTheCpuConversions), and is counted, so a test can
+// toFloat32/fromFloat32 for casts, which the GPU kernels match bit for bit
+// except for NaN payloads: GpuKernelsTest.CastsMatchTheCpuConversions), and
+// is counted, so a test can
 // tell which device operations an op used.
 //
 // Threading: like CudaDeviceContext (recordOn from any thread, the rest from
