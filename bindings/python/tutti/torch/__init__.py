@@ -1,9 +1,10 @@
 """tutti for PyTorch: ``import tutti.torch as hvd`` ports a Horovod script.
 
 CPU tensors of every dtype (uint8, int8, int16, int32, int64, float16,
-bfloat16, float32, float64, bool), any shape. See tutti.torch.ops for the
-collectives, tutti.torch.functions for the helpers and
-tutti.torch.optimizer.DistributedOptimizer.
+bfloat16, float32, float64, bool), any shape; CUDA tensors too in a build
+with CUDA (cuda_built()). See tutti.torch.ops for the collectives,
+tutti.torch.functions for the helpers, tutti.torch.optimizer.DistributedOptimizer
+and tutti.torch.sync_batch_norm.SyncBatchNorm.
 """
 
 from tutti.basics import (
@@ -76,6 +77,7 @@ from tutti.torch.ops import (
     synchronize,
 )
 from tutti.torch.optimizer import DistributedOptimizer
+from tutti.torch.sync_batch_norm import SyncBatchNorm
 
 # Horovod's name for the error raised when a peer is lost (elastic catches it).
 HorovodInternalError = PeerLostError

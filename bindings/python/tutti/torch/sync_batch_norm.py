@@ -1,0 +1,170 @@
+"""Synchronized batch normalization: Horovod's ``hvd.SyncBatchNorm`` (and
+PyTorch's ``torch.nn.SyncBatchNorm``) on tutti's collectives.
+
+In training, a batch-norm layer normalises with the statistics of the
+*global* batch (every rank's samples) instead of this rank's alone, which
+matters when the per-rank batch is small. Forward: each rank computes, per
+channel, its sample count, mean and sum of squared deviations (M2); one
+allgather brings every rank's, combined with Chan et al.'s parallel-variance
+formula ("Updating Formulae and a Pairwise Algorithm for Computing Sample
+Variances", 1979), which neither loses precision like sum-of-squares nor needs
+equal batch sizes. Backward: one allreduce (sum) of the per-channel sums of
+dy and dy * x_hat gives the input gradient of the global batch; the weight
+and bias gradients stay this rank's own sums (DistributedOptimizer averages
+them, as with Horovod and DDP). Running statistics use the global mean and
+the unbiased global variance, as torch.nn.BatchNorm on the global batch.
+
+Shapes: input (N, C) or (N, C, *) with N >= 0 on each rank (ranks may differ;
+a rank with N = 0 contributes nothing), float16/bfloat16 (statistics in
+float32), float32 or float64; CPU or (CUDA builds) CUDA tensors. Errors:
+ValueError for an input of fewer than 2 dimensions, a channel count that is
+not num_features, or fewer than 2 values per channel over the global batch
+(as torch); tutti.TuttiError subclasses from the collectives (every rank must
+run the layer the same number of times, in the same order).
+In eval mode (with running statistics) or at world size 1 no collective runs.
+Threading: as the module's forward/backward.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from tutti.basics import size
+from tutti.torch import ops
+
+__all__ = ["SyncBatchNorm"]
+
+
+def _channels_last_2d(x):
+    """(N, C, *) -> (C, N * prod(*)) view of the values per channel."""
+    return x.transpose(0, 1).reshape(x.shape[1], -1)
+
+
+def _stat_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _per_channel(t, x):
+    """A (C,) tensor shaped to broadcast against x of shape (N, C, *)."""
+    return t.reshape((1, -1) + (1,) * (x.dim() - 2))
+
+
+class _SyncBatchNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, eps, momentum):
+        channels = x.shape[1]
+        values = _channels_last_2d(x).to(_stat_dtype(x.dtype))
+        count = values.shape[1]
+        if count > 0:
+            mean = values.mean(dim=1)
+            m2 = ((values - mean[:, None]) ** 2).sum(dim=1)
+        else:
+            mean = values.new_zeros(channels)
+            m2 = values.new_zeros(channels)
+        mine = torch.cat([values.new_tensor([float(count)]), mean, m2]).unsqueeze(0)
+        every = ops.allgather(mine)  # (size, 1 + 2C), rank order, on x's device
+        counts = every[:, 0]
+        total = counts.sum()
+        if total.item() <= 1:
+            raise ValueError(
+                "Expected more than 1 value per channel when training, got %d over every rank's "
+                "batch (input size %s on this rank)" % (int(total.item()), list(x.shape)))
+        means = every[:, 1:1 + channels]
+        m2s = every[:, 1 + channels:]
+        global_mean = (counts[:, None] * means).sum(dim=0) / total
+        global_m2 = (m2s + counts[:, None] * (means - global_mean) ** 2).sum(dim=0)
+        var = global_m2 / total
+        invstd = torch.rsqrt(var + eps)
+        if running_mean is not None:
+            running_mean.mul_(1 - momentum).add_(global_mean.to(running_mean.dtype), alpha=momentum)
+        if running_var is not None:
+            unbiased = global_m2 / (total - 1)
+            running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+        x_hat = (x.to(values.dtype) - _per_channel(global_mean, x)) * _per_channel(invstd, x)
+        y = x_hat
+        if weight is not None:
+            y = y * _per_channel(weight.to(values.dtype), x)
+        if bias is not None:
+            y = y + _per_channel(bias.to(values.dtype), x)
+        ctx.save_for_backward(x, weight, global_mean, invstd)
+        ctx.total = total
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return y.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, invstd = ctx.saved_tensors
+        dtype = mean.dtype
+        dy = dy.to(dtype)
+        x_hat = (x.to(dtype) - _per_channel(mean, x)) * _per_channel(invstd, x)
+        reduce_dims = [0] + list(range(2, x.dim()))
+        sum_dy = dy.sum(dim=reduce_dims)
+        sum_dy_x_hat = (dy * x_hat).sum(dim=reduce_dims)
+        grad_x = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            channels = x.shape[1]
+            both = ops.allreduce(torch.cat([sum_dy, sum_dy_x_hat]), op=ops.Sum)
+            mean_dy = both[:channels] / ctx.total
+            mean_dy_x_hat = both[channels:] / ctx.total
+            scale = invstd if weight is None else invstd * weight.to(dtype)
+            grad_x = ((dy - _per_channel(mean_dy, x) - x_hat * _per_channel(mean_dy_x_hat, x))
+                      * _per_channel(scale, x)).to(x.dtype)
+        if weight is not None and ctx.needs_input_grad[1]:
+            grad_weight = sum_dy_x_hat.to(weight.dtype)
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
+            grad_bias = sum_dy.to(ctx.bias_dtype)
+        return grad_x, grad_weight, grad_bias, None, None, None, None
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization over the global batch of every rank (see the module
+    docstring). Arguments as torch.nn.BatchNorm1d/2d/3d: num_features (C),
+    eps, momentum (None: cumulative average), affine, track_running_stats.
+    Input (N, C) or (N, C, *)."""
+
+    def _check_input_dim(self, x):
+        if x.dim() < 2:
+            raise ValueError("SyncBatchNorm expects an input of shape (N, C) or (N, C, *), got %d "
+                             "dimension(s)" % x.dim())
+        if x.shape[1] != self.num_features:
+            raise ValueError("SyncBatchNorm(%d) got %d channels (input size %s)"
+                             % (self.num_features, x.shape[1], list(x.shape)))
+
+    def forward(self, x):
+        self._check_input_dim(x)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        if not batch_stats or size() == 1:
+            return F.batch_norm(
+                x,
+                self.running_mean if not self.training or self.track_running_stats else None,
+                self.running_var if not self.training or self.track_running_stats else None,
+                self.weight, self.bias, batch_stats, factor, self.eps)
+        update = self.training and self.track_running_stats
+        return _SyncBatchNormFunction.apply(
+            x, self.weight, self.bias, self.running_mean if update else None,
+            self.running_var if update else None, self.eps, factor)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module):
+        """Returns `module` with every torch.nn.BatchNorm1d/2d/3d (any
+        _BatchNorm) replaced by a SyncBatchNorm holding the same parameters,
+        buffers and mode (as torch.nn.SyncBatchNorm.convert_sync_batchnorm)."""
+        converted = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            converted = cls(module.num_features, module.eps, module.momentum, module.affine,
+                            module.track_running_stats)
+            if module.affine:
+                with torch.no_grad():
+                    converted.weight = module.weight
+                    converted.bias = module.bias
+            converted.running_mean = module.running_mean
+            converted.running_var = module.running_var
+            converted.num_batches_tracked = module.num_batches_tracked
+            converted.train(module.training)
+        for name, child in module.named_children():
+            converted.add_module(name, cls.convert_sync_batchnorm(child))
+        return converted
