@@ -135,7 +135,8 @@ class SyncBatchNorm(_BatchNorm):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
-            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked)
         batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         if not batch_stats or size() == 1:
             return F.batch_norm(
