@@ -156,6 +156,45 @@ def test_reducescatter_uneven_and_average():
     assert torch.allclose(out, expected[offset:offset + mine], rtol=1e-12)
 
 
+# ---- grouped allgather and reducescatter ------------------------------------------
+
+
+def test_grouped_allgather_equals_allgather_of_each():
+    r, s = r_s()
+    tensors = [fill((r + 1, 2), r, torch.int32), torch.arange(3.0) + 10 * r,
+               fill((2 * r, 3), r + 1, torch.float64)]  # rank 0 contributes no rows
+    outs = hvd.grouped_allgather(tensors, name="gag")
+    assert len(outs) == 3
+    for i, t in enumerate(tensors):
+        want = hvd.allgather(t, name="gag.check.%d" % i)
+        assert outs[i].dtype == t.dtype and torch.equal(outs[i], want)
+    assert tuple(outs[0].shape) == (s * (s + 1) // 2, 2)
+    outs_async = hvd.synchronize(hvd.grouped_allgather_async(tensors))  # generated names
+    assert all(torch.equal(a, b) for a, b in zip(outs, outs_async))
+
+
+def test_grouped_reducescatter_equals_reducescatter_of_each():
+    r, s = r_s()
+    tensors = [torch.arange(4.0 * s).unsqueeze(1) * (r + 1),
+               torch.full((2 * s + 1, 3), float(r), dtype=torch.float64)]
+    outs = hvd.grouped_reducescatter(tensors, name="grs", op=hvd.Sum, postscale_factor=0.5)
+    for i, t in enumerate(tensors):
+        want = hvd.reducescatter(t, name="grs.check.%d" % i, op=hvd.Sum, postscale_factor=0.5)
+        assert torch.equal(outs[i], want)
+    assert torch.equal(outs[0], (torch.arange(4.0 * s).unsqueeze(1) * s * (s + 1) / 4)[4 * r:4 * r + 4])
+    avg = hvd.synchronize(hvd.grouped_reducescatter_async(tensors))  # Average by default
+    assert torch.allclose(avg[1], torch.full_like(avg[1], (s - 1) / 2.0))
+
+
+def test_grouped_ops_check_every_tensor_before_enqueuing_any():
+    with pytest.raises(hvd.InvalidArgumentError, match="at least one tensor"):
+        hvd.grouped_allgather([])
+    with pytest.raises(hvd.InvalidArgumentError, match=r"tensors\[1\]"):
+        hvd.grouped_reducescatter([torch.zeros(2), "not a tensor"], name="grs.bad")
+    # Nothing of the failed group was enqueued: the names are free.
+    assert hvd.grouped_reducescatter([torch.zeros(2 * hvd.size())], name="grs.bad", op=hvd.Sum)
+
+
 # ---- barrier and join ----------------------------------------------------------------
 
 

@@ -219,6 +219,7 @@ def averaged_local_adam(model, steps, s, lr):
     return model
 
 
+@needs_peers  # at size 1 the optimizer steps plainly: no update averaging, no estimate
 def test_topk_adam_normalises_by_the_averaged_gradients_moment():
     # topk:1.0 sends every entry: tensors of >= 16 elements take the update
     # path, whose Adam estimates the second moment of the *averaged*

@@ -76,6 +76,12 @@ from tutti.torch.ops import (
     reducescatter_async,
     synchronize,
 )
+from tutti.torch.grouped import (
+    grouped_allgather,
+    grouped_allgather_async,
+    grouped_reducescatter,
+    grouped_reducescatter_async,
+)
 from tutti.torch.optimizer import DistributedOptimizer
 from tutti.torch.sync_batch_norm import SyncBatchNorm
 

@@ -343,10 +343,15 @@ def allgather_async(tensor, name=None, process_set=None):
     _check_process_set(process_set)
     _check_tensor(tensor)
     inp = _contiguous(tensor)
+    return _register([_enqueue_allgather(inp, name)], (inp,),
+                     lambda hs: _output_tensor(hs[0], inp.device))
+
+
+def _enqueue_allgather(inp, name):
     handle = _library.c_handle()
     d = _desc(inp)
     _library.check(_lib().tutti_allgather_async(ctypes.byref(d), _encode(name), ctypes.byref(handle)))
-    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
+    return handle.value
 
 
 def allgather(tensor, name=None, process_set=None):
@@ -461,12 +466,17 @@ def reducescatter_async(tensor, name=None, op=None, prescale_factor=1.0, postsca
     _check_tensor(tensor)
     op = _op_code(op)
     inp = _contiguous(tensor)
+    h = _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor)
+    return _register([h], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
+
+
+def _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor):
     handle = _library.c_handle()
     d = _desc(inp)
     _library.check(_lib().tutti_reducescatter_async(
         ctypes.byref(d), _encode(name), op, float(prescale_factor), float(postscale_factor),
         ctypes.byref(handle)))
-    return _register([handle.value], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
+    return handle.value
 
 
 def reducescatter(tensor, name=None, compression=None, op=None, prescale_factor=1.0,
