@@ -101,8 +101,41 @@ def test_float32_input_and_input_without_grad():
     torch.testing.assert_close(summed, ref.weight.grad, rtol=1e-4, atol=1e-4)
 
 
+def test_one_rank_may_evaluate_alone():
+    # Eval never synchronises (as torch.nn.SyncBatchNorm), also without
+    # running statistics (then this rank's own batch, as torch's BatchNorm).
+    if hvd.rank() == 0:
+        for track in (True, False):
+            sync = hvd.SyncBatchNorm(2, track_running_stats=track).double().eval()
+            ref = torch.nn.BatchNorm1d(2, track_running_stats=track).double().eval()
+            x = rank_batch(0, lambda q: (6, 2), seed=7)
+            torch.testing.assert_close(sync(x), ref(x), rtol=1e-12, atol=1e-12)
+    hvd.barrier()
+
+
+def test_every_rank_empty_gives_an_empty_output():
+    sync = hvd.SyncBatchNorm(3)
+    x = torch.zeros(0, 3, 2, requires_grad=True)
+    y = sync(x)
+    assert tuple(y.shape) == (0, 3, 2)
+    y.sum().backward()
+    assert tuple(x.grad.shape) == (0, 3, 2)
+    assert torch.equal(sync.running_mean, torch.zeros(3))
+    assert torch.equal(sync.running_var, torch.ones(3))
+
+
+def test_double_backward_raises_instead_of_a_wrong_gradient():
+    sync = hvd.SyncBatchNorm(2).double()
+    x = rank_batch(hvd.rank(), lambda q: (4, 2), seed=8).requires_grad_(True)
+    (g,) = torch.autograd.grad(sync(x).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|double backward|twice"):
+        g.sum().backward()
+
+
 def test_bad_inputs_are_named():
     sync = hvd.SyncBatchNorm(3)
+    with pytest.raises(ValueError, match="floating-point input"):
+        sync(torch.zeros(2, 3, dtype=torch.int64))
     with pytest.raises(ValueError, match="got 1 dimension"):
         sync(torch.zeros(3))
     with pytest.raises(ValueError, match="got 4 channels"):
@@ -121,7 +154,7 @@ def test_convert_sync_batchnorm_keeps_parameters_and_buffers():
         model[1].weight.fill_(2.0)
         model[1].running_mean.fill_(0.5)
     model.eval()
-    converted = hvd.SyncBatchNorm.convert_sync_batchnorm(model)
+    converted = hvd.SyncBatchNorm.convert_sync_batchnorm(model, process_group=None)
     assert isinstance(converted[1], hvd.SyncBatchNorm)
     assert isinstance(converted[2][1], hvd.SyncBatchNorm)
     assert isinstance(converted[0], torch.nn.Conv2d)

@@ -15,21 +15,26 @@ them, as with Horovod and DDP). Running statistics use the global mean and
 the unbiased global variance, as torch.nn.BatchNorm on the global batch.
 
 Shapes: input (N, C) or (N, C, *) with N >= 0 on each rank (ranks may differ;
-a rank with N = 0 contributes nothing), float16/bfloat16 (statistics in
-float32), float32 or float64; CPU or (CUDA builds) CUDA tensors. Errors:
-ValueError for an input of fewer than 2 dimensions, a channel count that is
-not num_features, or fewer than 2 values per channel over the global batch
-(as torch); tutti.TuttiError subclasses from the collectives (every rank must
-run the layer the same number of times, in the same order).
-In eval mode (with running statistics) or at world size 1 no collective runs.
-Threading: as the module's forward/backward.
+a rank with N = 0 contributes nothing; all empty: an empty output, running
+statistics unchanged), float16/bfloat16 (statistics in float32), float32 or
+float64; CPU or (CUDA builds) CUDA tensors. The same at every world size (at
+1 the collectives are local). Errors: ValueError for a non-floating input,
+fewer than 2 dimensions, a channel count that is not num_features, or
+exactly 1 value per channel over the global batch (as torch); tutti.TuttiError
+subclasses from the collectives (every rank must run the layer in training
+the same number of times, in the same order, and the input's requires_grad
+must agree: the backward's allreduce runs only when the input needs a
+gradient). Double backward (create_graph=True through the layer) raises.
+In eval mode no collective runs (as torch.nn.SyncBatchNorm): the running
+statistics, or without them this rank's own batch; one rank may evaluate
+alone. Threading: as the module's forward/backward.
 """
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from tutti.basics import size
 from tutti.torch import ops
 
 __all__ = ["SyncBatchNorm"]
@@ -65,10 +70,16 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         every = ops.allgather(mine)  # (size, 1 + 2C), rank order, on x's device
         counts = every[:, 0]
         total = counts.sum()
-        if total.item() <= 1:
+        total_count = total.item()
+        if total_count == 0:  # every rank's batch is empty: nothing to normalise
+            ctx.save_for_backward(x, weight, values.new_zeros(channels), values.new_ones(channels))
+            ctx.total = 1.0
+            ctx.bias_dtype = None if bias is None else bias.dtype
+            return x.new_empty(x.shape)
+        if total_count == 1:
             raise ValueError(
                 "Expected more than 1 value per channel when training, got %d over every rank's "
-                "batch (input size %s on this rank)" % (int(total.item()), list(x.shape)))
+                "batch (input size %s on this rank)" % (int(total_count), list(x.shape)))
         means = every[:, 1:1 + channels]
         m2s = every[:, 1 + channels:]
         global_mean = (counts[:, None] * means).sum(dim=0) / total
@@ -92,6 +103,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         return y.to(x.dtype)
 
     @staticmethod
+    @once_differentiable  # mean, invstd and the peers' sums are constants here
     def backward(ctx, dy):
         x, weight, mean, invstd = ctx.saved_tensors
         dtype = mean.dtype
@@ -123,6 +135,9 @@ class SyncBatchNorm(_BatchNorm):
     Input (N, C) or (N, C, *)."""
 
     def _check_input_dim(self, x):
+        if not torch.is_floating_point(x):
+            raise ValueError("SyncBatchNorm needs a floating-point input (float16, bfloat16, "
+                             "float32, float64), got %s" % x.dtype)
         if x.dim() < 2:
             raise ValueError("SyncBatchNorm expects an input of shape (N, C) or (N, C, *), got %d "
                              "dimension(s)" % x.dim())
@@ -137,23 +152,25 @@ class SyncBatchNorm(_BatchNorm):
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
-        batch_stats = self.training or (self.running_mean is None and self.running_var is None)
-        if not batch_stats or size() == 1:
-            return F.batch_norm(
-                x,
-                self.running_mean if not self.training or self.track_running_stats else None,
-                self.running_var if not self.training or self.track_running_stats else None,
-                self.weight, self.bias, batch_stats, factor, self.eps)
-        update = self.training and self.track_running_stats
+        if not self.training:
+            # Never synchronised (as torch.nn.SyncBatchNorm): the running
+            # statistics, or without them this rank's own batch; so one rank
+            # may evaluate alone.
+            own_batch = self.running_mean is None and self.running_var is None
+            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                                own_batch, 0.0, self.eps)
+        update = self.track_running_stats
         return _SyncBatchNormFunction.apply(
             x, self.weight, self.bias, self.running_mean if update else None,
             self.running_var if update else None, self.eps, factor)
 
     @classmethod
-    def convert_sync_batchnorm(cls, module):
+    def convert_sync_batchnorm(cls, module, process_group=None):
         """Returns `module` with every torch.nn.BatchNorm1d/2d/3d (any
         _BatchNorm) replaced by a SyncBatchNorm holding the same parameters,
-        buffers and mode (as torch.nn.SyncBatchNorm.convert_sync_batchnorm)."""
+        buffers and mode (as torch.nn.SyncBatchNorm.convert_sync_batchnorm).
+        process_group: None or tutti.torch.global_process_set (every rank)."""
+        ops._check_process_set(process_group)
         converted = module
         if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
             converted = cls(module.num_features, module.eps, module.momentum, module.affine,
@@ -167,5 +184,5 @@ class SyncBatchNorm(_BatchNorm):
             converted.num_batches_tracked = module.num_batches_tracked
             converted.train(module.training)
         for name, child in module.named_children():
-            converted.add_module(name, cls.convert_sync_batchnorm(child))
+            converted.add_module(name, cls.convert_sync_batchnorm(child, process_group))
         return converted
