@@ -40,11 +40,6 @@ from tutti.torch import ops
 __all__ = ["SyncBatchNorm"]
 
 
-def _channels_last_2d(x):
-    """(N, C, *) -> (C, N * prod(*)) view of the values per channel."""
-    return x.transpose(0, 1).reshape(x.shape[1], -1)
-
-
 def _stat_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
@@ -54,27 +49,41 @@ def _per_channel(t, x):
     return t.reshape((1, -1) + (1,) * (x.dim() - 2))
 
 
+def _fused(x, weight):
+    """Whether torch's batch-norm kernels take x (and the weight) as they are:
+    float32/float64 with a weight of the same dtype (float16/bfloat16 on the
+    CPU and mixed dtypes go through plain tensor ops in float32)."""
+    return x.dtype in (torch.float32, torch.float64) and (weight is None or weight.dtype == x.dtype)
+
+
+def _reduce_dims(x):
+    return [0] + list(range(2, x.dim()))
+
+
 class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, eps, momentum):
         channels = x.shape[1]
-        values = _channels_last_2d(x).to(_stat_dtype(x.dtype))
-        count = values.shape[1]
+        stat = _stat_dtype(x.dtype)
+        count = x.numel() // channels
         if count > 0:
-            mean = values.mean(dim=1)
-            m2 = ((values - mean[:, None]) ** 2).sum(dim=1)
+            # Two passes (mean, then squared deviations): exact enough, and
+            # much faster on the CPU than torch.var_mean over several dims.
+            xs = x.to(stat)
+            mean = xs.mean(dim=_reduce_dims(x))
+            m2 = (xs - _per_channel(mean, x)).square_().sum(dim=_reduce_dims(x))
         else:
-            mean = values.new_zeros(channels)
-            m2 = values.new_zeros(channels)
-        mine = torch.cat([values.new_tensor([float(count)]), mean, m2]).unsqueeze(0)
+            mean = x.new_zeros(channels, dtype=stat)
+            m2 = x.new_zeros(channels, dtype=stat)
+        mine = torch.cat([mean.new_tensor([float(count)]), mean, m2]).unsqueeze(0)
         every = ops.allgather(mine)  # (size, 1 + 2C), rank order, on x's device
         counts = every[:, 0]
         total = counts.sum()
         total_count = total.item()
+        ctx.bias_dtype = None if bias is None else bias.dtype
         if total_count == 0:  # every rank's batch is empty: nothing to normalise
-            ctx.save_for_backward(x, weight, values.new_zeros(channels), values.new_ones(channels))
+            ctx.save_for_backward(x, weight, mean.new_zeros(channels), mean.new_ones(channels))
             ctx.total = 1.0
-            ctx.bias_dtype = None if bias is None else bias.dtype
             return x.new_empty(x.shape)
         if total_count == 1:
             raise ValueError(
@@ -91,36 +100,41 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         if running_var is not None:
             unbiased = global_m2 / (total - 1)
             running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
-        x_hat = (x.to(values.dtype) - _per_channel(global_mean, x)) * _per_channel(invstd, x)
-        y = x_hat
-        if weight is not None:
-            y = y * _per_channel(weight.to(values.dtype), x)
-        if bias is not None:
-            y = y + _per_channel(bias.to(values.dtype), x)
         ctx.save_for_backward(x, weight, global_mean, invstd)
         ctx.total = total
-        ctx.bias_dtype = None if bias is None else bias.dtype
+        if _fused(x, weight):
+            # One pass: the global statistics as batch_norm's "running" ones.
+            return F.batch_norm(x, global_mean, var, weight, bias, False, 0.0, eps)
+        y = (x.to(stat) - _per_channel(global_mean, x)) * _per_channel(invstd, x)
+        if weight is not None:
+            y = y * _per_channel(weight.to(stat), x)
+        if bias is not None:
+            y = y + _per_channel(bias.to(stat), x)
         return y.to(x.dtype)
 
     @staticmethod
     @once_differentiable  # mean, invstd and the peers' sums are constants here
     def backward(ctx, dy):
         x, weight, mean, invstd = ctx.saved_tensors
-        dtype = mean.dtype
-        dy = dy.to(dtype)
-        x_hat = (x.to(dtype) - _per_channel(mean, x)) * _per_channel(invstd, x)
-        reduce_dims = [0] + list(range(2, x.dim()))
-        sum_dy = dy.sum(dim=reduce_dims)
-        sum_dy_x_hat = (dy * x_hat).sum(dim=reduce_dims)
+        stat = mean.dtype
+        x_s, dy_s = x.to(stat), dy.to(stat)
+        x_mu = x_s - _per_channel(mean, x)
+        sum_dy = dy_s.sum(dim=_reduce_dims(x))
+        sum_dy_x_hat = (dy_s * x_mu).sum(dim=_reduce_dims(x)) * invstd
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             channels = x.shape[1]
             both = ops.allreduce(torch.cat([sum_dy, sum_dy_x_hat]), op=ops.Sum)
             mean_dy = both[:channels] / ctx.total
             mean_dy_x_hat = both[channels:] / ctx.total
-            scale = invstd if weight is None else invstd * weight.to(dtype)
-            grad_x = ((dy - _per_channel(mean_dy, x) - x_hat * _per_channel(mean_dy_x_hat, x))
-                      * _per_channel(scale, x)).to(x.dtype)
+            # (dy - mean_dy - x_hat * mean_dy_x_hat) * invstd * weight, as
+            # dy * k + (x - mean) * k_x + k_0 per channel.
+            k = invstd if weight is None else invstd * weight.to(stat)
+            k_x = -invstd * mean_dy_x_hat * k
+            k_0 = -mean_dy * k
+            grad_x = x_mu.mul_(_per_channel(k_x, x))
+            grad_x.add_(_per_channel(k_0, x)).addcmul_(dy_s, _per_channel(k, x))
+            grad_x = grad_x.to(x.dtype)
         if weight is not None and ctx.needs_input_grad[1]:
             grad_weight = sum_dy_x_hat.to(weight.dtype)
         if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
