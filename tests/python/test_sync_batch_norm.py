@@ -132,6 +132,32 @@ def test_double_backward_raises_instead_of_a_wrong_gradient():
         g.sum().backward()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sixteen_bit_input_normalises_in_float32(dtype):
+    # A float32 module on 16-bit inputs (autocast's layout): statistics in
+    # float32, output and input gradient in the input's dtype.
+    n, r = hvd.size(), hvd.rank()
+    sync = hvd.SyncBatchNorm(3)
+    ref = torch.nn.BatchNorm1d(3)
+    with torch.no_grad():
+        for m in (sync, ref):
+            m.weight.copy_(torch.tensor([0.5, 1.0, 2.0]))
+            m.bias.copy_(torch.tensor([-1.0, 0.0, 3.0]))
+    xs = [rank_batch(q, lambda q: (4, 3, 2), seed=9).to(dtype) for q in range(n)]
+    mine = xs[r].clone().requires_grad_(True)
+    y = sync(mine)
+    assert y.dtype == dtype
+    y.float().pow(2).sum().backward()
+    full = torch.cat(xs).float().requires_grad_(True)
+    y_ref = ref(full)
+    y_ref.pow(2).sum().backward()
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    torch.testing.assert_close(y.float(), y_ref[4 * r:4 * r + 4].detach(), rtol=tol, atol=tol)
+    assert mine.grad.dtype == dtype
+    torch.testing.assert_close(mine.grad.float(), full.grad[4 * r:4 * r + 4], rtol=0.1, atol=0.1)
+    torch.testing.assert_close(sync.running_var, ref.running_var, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_inputs_are_named():
     sync = hvd.SyncBatchNorm(3)
     with pytest.raises(ValueError, match="floating-point input"):
