@@ -304,8 +304,10 @@ void Job::onRankExit(Rank& rank) {
   if (config_.on_exit) {
     // Elastic mode: the owner decides what an exit means.
   } else if (failed && !stopping_) {
-    // ssh's own failure (255: unknown host, refused, authentication) before
-    // the rank reached the rendezvous: the job could not start.
+    // Exit 255 through ssh before the rank reached the rendezvous: ssh's own
+    // failure (unknown host, refused, authentication), so the job could not
+    // start. (A remote command that exits 255 before tutti's init reads the
+    // same.)
     const bool not_started = rank.launch.remote && !by_signal && value == 255 &&
                              config_.arrived_ranks && config_.arrived_ranks().count(p.rank) == 0;
     if (not_started) text += " before reaching the rendezvous: the job could not start";

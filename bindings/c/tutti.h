@@ -123,8 +123,9 @@ typedef struct tutti_tensor {
  * completes once tutti's device work finished: after tutti_wait() the outputs
  * may be used on any stream. Runtime-sized outputs (tutti_handle_output) of
  * CUDA ops are in host memory (device CPU). With TUTTI_BACKEND=nccl CUDA
- * tensors go through NCCL; with the other backends they are staged through
- * pinned host memory.
+ * tensors go through NCCL (except int16, and top-k/int8 compressed
+ * allreduces, which take the host path); with the other backends they are
+ * staged through pinned host memory.
  */
 
 /*

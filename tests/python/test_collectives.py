@@ -1,5 +1,5 @@
 """Allgather, broadcast, alltoall, reducescatter, barrier and join through
-tutti.torch (CASES.md 8-16)."""
+tutti.torch (CASES.md 8-16), and the grouped allgather and reducescatter."""
 
 import time
 
@@ -173,6 +173,18 @@ def test_grouped_allgather_equals_allgather_of_each():
     assert all(torch.equal(a, b) for a, b in zip(outs, outs_async))
 
 
+class HorovodStyleFP16:
+    """A compressor object as Horovod's (compress -> (tensor, ctx), decompress)."""
+
+    @staticmethod
+    def compress(tensor):
+        return tensor.half(), tensor.dtype
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor.to(ctx)
+
+
 def test_grouped_reducescatter_equals_reducescatter_of_each():
     r, s = r_s()
     tensors = [torch.arange(4.0 * s).unsqueeze(1) * (r + 1),
@@ -184,6 +196,11 @@ def test_grouped_reducescatter_equals_reducescatter_of_each():
     assert torch.equal(outs[0], (torch.arange(4.0 * s).unsqueeze(1) * s * (s + 1) / 4)[4 * r:4 * r + 4])
     avg = hvd.synchronize(hvd.grouped_reducescatter_async(tensors))  # Average by default
     assert torch.allclose(avg[1], torch.full_like(avg[1], (s - 1) / 2.0))
+    # Horovod's compression= (its Python fp16 compressor runs around each tensor).
+    halves = hvd.grouped_reducescatter(tensors, name="grs.fp16", compression=HorovodStyleFP16,
+                                       op=hvd.Sum)
+    assert [h.dtype for h in halves] == [torch.float32, torch.float64]
+    assert torch.equal(halves[0], hvd.reducescatter(tensors[0], name="grs.fp16.check", op=hvd.Sum))
 
 
 def test_grouped_ops_check_every_tensor_before_enqueuing_any():

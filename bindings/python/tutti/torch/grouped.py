@@ -6,6 +6,7 @@ errors: as tutti.torch.ops.allgather_async / reducescatter_async, per tensor.
 
 import torch
 
+from tutti.compression import native_spec
 from tutti.errors import InvalidArgumentError
 from tutti.torch.ops import (
     _check_process_set,
@@ -76,9 +77,20 @@ def grouped_reducescatter_async(tensors, name=None, op=None, prescale_factor=1.0
                      lambda hs: [_output_tensor(h, t.device) for h, t in zip(hs, inputs)])
 
 
-def grouped_reducescatter(tensors, name=None, op=None, prescale_factor=1.0,
+def grouped_reducescatter(tensors, name=None, compression=None, op=None, prescale_factor=1.0,
                           postscale_factor=1.0, process_set=None):
-    """Blocking grouped_reducescatter_async; returns the list of outputs."""
-    return synchronize(grouped_reducescatter_async(_detached(tensors), name, op,
-                                                   prescale_factor, postscale_factor,
-                                                   process_set))
+    """Blocking grouped_reducescatter_async; returns the list of outputs.
+    compression: as tutti.torch.reducescatter (a tutti.Compression member or
+    None leaves it uncompressed; a Horovod-style Python compressor runs
+    around each tensor)."""
+    _, python_side = native_spec(compression)
+    tensors = _detached(tensors)
+    contexts = [None] * len(tensors)
+    if python_side is not None:
+        pairs = [python_side.compress(t) for t in tensors]
+        tensors, contexts = [p[0] for p in pairs], [p[1] for p in pairs]
+    outs = synchronize(grouped_reducescatter_async(tensors, name, op, prescale_factor,
+                                                   postscale_factor, process_set))
+    if python_side is None:
+        return outs
+    return [python_side.decompress(o, c) for o, c in zip(outs, contexts)]

@@ -18,9 +18,11 @@ Shapes: input (N, C) or (N, C, *) with N >= 0 on each rank (ranks may differ;
 a rank with N = 0 contributes nothing; all empty: an empty output, running
 statistics unchanged), float16/bfloat16 (statistics in float32), float32 or
 float64; CPU or (CUDA builds) CUDA tensors. The same at every world size (at
-1 the collectives are local). Errors: ValueError for a non-floating input,
-fewer than 2 dimensions, a channel count that is not num_features, or
-exactly 1 value per channel over the global batch (as torch); tutti.TuttiError
+1 the collectives are local). Eval mode is torch's F.batch_norm, so there
+float16 on the CPU raises torch's RuntimeError, as torch.nn.BatchNorm does.
+Errors: ValueError for a non-floating input, fewer than 2 dimensions, a
+channel count that is not num_features, or exactly 1 value per channel over
+the global batch (as torch); tutti.TuttiError
 subclasses from the collectives (every rank must run the layer in training
 the same number of times, in the same order, and the input's requires_grad
 must agree: the backward's allreduce runs only when the input needs a
@@ -50,9 +52,9 @@ def _per_channel(t, x):
 
 
 def _fused(x, weight):
-    """Whether torch's batch-norm kernels take x (and the weight) as they are:
-    float32/float64 with a weight of the same dtype (float16/bfloat16 on the
-    CPU and mixed dtypes go through plain tensor ops in float32)."""
+    """Whether the output goes through F.batch_norm as it is: float32/float64
+    with a weight of the same dtype (float16/bfloat16 and mixed dtypes, on any
+    device, go through plain tensor ops in float32)."""
     return x.dtype in (torch.float32, torch.float64) and (weight is None or weight.dtype == x.dtype)
 
 
