@@ -10,15 +10,15 @@ Hosts h1, h2, ... are this machine, reached through the rsh agent
 """
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_util import check, fail, run_case, run_tuttirun, wait_gone  # noqa: E402
+from job_util import (  # noqa: E402
+    check, count_lines, fail, interrupt, run_case, run_tuttirun, start_tuttirun, wait_exit,
+    wait_gone)
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -156,10 +156,9 @@ def case_discovery_adds_and_removes():
             f.write("#!/bin/sh\nif grep -q FAIL %s; then echo broken >&2; exit 1; fi\ncat %s\n"
                     % (hosts, hosts))
         os.chmod(script, 0o755)
-        p = subprocess.Popen([ARGS.tuttirun, "--min-np", "2", "--max-np", "4",
-                              "--host-discovery-script", script] + AGENT +
-                             worker("--done-at", "2", "--hold", "0.5", marker=marker),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = start_tuttirun(ARGS.tuttirun, ["--min-np", "2", "--max-np", "4",
+                                           "--host-discovery-script", script] + AGENT +
+                           worker("--done-at", "2", "--hold", "0.5", marker=marker))
         err_lines = []
 
         def wait_for(text, seconds=15):
@@ -186,11 +185,7 @@ def case_discovery_adds_and_removes():
         with open(hosts, "w") as f:
             f.write("h2:2\n")
         wait_for("generation 2: 2 workers (ids 2, 3 on h2:2)")
-        try:
-            out, err = p.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            fail("the job did not end")
+        out, err = wait_exit(p, 30, "the job did not end")
         print("rc=%d\n%s%s" % (p.returncode, out, err))
         check(p.returncode == 0, "exit code %d" % p.returncode)
         check("host discovery added h2:2" in "".join(err_lines), "added message")
@@ -218,10 +213,9 @@ def case_host_added_after_last_commit():
             f.write("#!/bin/sh\ncat %s\n" % hosts)
         os.chmod(script, 0o755)
         start = time.monotonic()
-        p = subprocess.Popen([ARGS.tuttirun, "--min-np", "1", "--elastic-timeout", "20",
-                              "--host-discovery-script", script] + AGENT +
-                             worker("--done-at", "0", "--hold", "4", "--meet", marker=marker),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = start_tuttirun(ARGS.tuttirun, ["--min-np", "1", "--elastic-timeout", "20",
+                                           "--host-discovery-script", script] + AGENT +
+                           worker("--done-at", "0", "--hold", "4", "--meet", marker=marker))
         err_lines = []
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -233,11 +227,7 @@ def case_host_added_after_last_commit():
                 with open(hosts, "w") as f:
                     f.write("h1:1\nh2:1\n")
                 break
-        try:
-            out, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            fail("the job did not end")
+        out, err = wait_exit(p, 60, "the job did not end")
         took = time.monotonic() - start
         err = "".join(err_lines) + err
         print("rc=%d in %.1f s\n%s%s" % (p.returncode, took, out, err))
@@ -273,23 +263,10 @@ def case_blacklist_cooldown():
 
 def case_elastic_sigint():
     marker = "tutti-elastic-" + uuid.uuid4().hex
-    p = subprocess.Popen([ARGS.tuttirun, "-np", "3", "--min-np", "1", "-H", "h1:2,localhost:1"] +
-                         AGENT + worker("--done-at", "99", marker=marker),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = 0
-    deadline = time.monotonic() + 20
-    while seen < 3 and time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        seen += "joined g=0" in line
-    check(seen == 3, "workers did not join")
-    p.send_signal(signal.SIGINT)
-    try:
-        out, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("tuttirun did not exit after SIGINT")
+    p = start_tuttirun(ARGS.tuttirun, ["-np", "3", "--min-np", "1", "-H", "h1:2,localhost:1"] +
+                       AGENT + worker("--done-at", "99", marker=marker))
+    check(count_lines(p, "joined g=0", 3, 20) == 3, "workers did not join")
+    out, err = interrupt(p)
     print("rc=%d\n%s%s" % (p.returncode, out, err))
     check(p.returncode == 130, "exit code %d, expected 130" % p.returncode)
     check("generation 1" not in err, "a new generation while stopping")

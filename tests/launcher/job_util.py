@@ -1,7 +1,8 @@
 """What the process-level tests of tuttirun share (tests/launcher/*_tests.py,
 tests/elastic/elastic_tests.py): failing with a message, running tuttirun to
-completion, finding processes left behind."""
+completion or interrupting it, finding processes left behind."""
 import argparse
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,41 @@ def run_tuttirun(tuttirun, args, timeout=60, **kw):
     print("rc=%d in %.1f s\n--- stdout\n%s--- stderr\n%s" % (p.returncode, took, p.stdout,
                                                             p.stderr), flush=True)
     return p.returncode, p.stdout, p.stderr, took
+
+
+def start_tuttirun(tuttirun, args):
+    """Starts tuttirun in the background with stdout and stderr piped (text)."""
+    return subprocess.Popen([tuttirun] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def count_lines(p, token, wanted, seconds):
+    """Reads p's stdout until `wanted` lines contain `token`, it ends, or
+    `seconds` pass; returns how many did."""
+    seen = 0
+    deadline = time.monotonic() + seconds
+    while seen < wanted and time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        seen += token in line
+    return seen
+
+
+def wait_exit(p, timeout, message):
+    """Waits for a started tuttirun; returns (stdout, stderr). Kills it and
+    fails with `message` when it does not exit within `timeout` seconds."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail(message)
+
+
+def interrupt(p, timeout=30):
+    """SIGINTs a started tuttirun and waits for it (wait_exit)."""
+    p.send_signal(signal.SIGINT)
+    return wait_exit(p, timeout, "tuttirun did not exit after SIGINT")
 
 
 def processes_with(marker):

@@ -9,16 +9,16 @@ without the tutti runtime. Exit code 0 = pass.
 """
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_util import check, fail, run_case, processes_with, run_tuttirun, wait_gone  # noqa: E402
+from job_util import (  # noqa: E402
+    check, count_lines, interrupt, processes_with, run_case, run_tuttirun, start_tuttirun,
+    wait_exit, wait_gone)
 
 ARGS = None
 
@@ -98,24 +98,11 @@ def case_sigint_cleanup():
     script = ('(sleep 300; : %s-child) & '
               'if [ "$TUTTI_RANK" = 1 ]; then trap "" INT TERM; fi; '
               'echo ready; while :; do sleep 1; done; : %s' % (marker, marker))
-    p = subprocess.Popen([ARGS.tuttirun, "-np", "4", "sh", "-c", script],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ready = 0
-    deadline = time.monotonic() + 30
-    while ready < 4 and time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        ready += "ready" in line
-    check(ready == 4, "ranks did not start")
+    p = start_tuttirun(ARGS.tuttirun, ["-np", "4", "sh", "-c", script])
+    check(count_lines(p, "ready", 4, 30) == 4, "ranks did not start")
     check(len(processes_with(marker)) >= 8, "expected ranks and grandchildren")
     start = time.monotonic()
-    p.send_signal(signal.SIGINT)
-    try:
-        out, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("tuttirun did not exit after SIGINT")
+    out, err = interrupt(p)
     took = time.monotonic() - start
     print("rc=%d after %.1f s\n%s%s" % (p.returncode, took, out, err))
     check(p.returncode == 130, "exit code %d, expected 130" % p.returncode)
@@ -138,9 +125,8 @@ def case_start_timeout():
 
 def case_garbage_rendezvous():
     # Ranks wait 2 s before they connect; meanwhile a stranger sends garbage.
-    p = subprocess.Popen([ARGS.tuttirun, "-np", "2", "--verbose", "sh", "-c",
-                          'sleep 2; exec "%s" 0' % ARGS.helper],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_tuttirun(ARGS.tuttirun, ["-np", "2", "--verbose", "sh", "-c",
+                                       'sleep 2; exec "%s" 0' % ARGS.helper])
     port = None
     err_lines = []
     while port is None:
@@ -166,11 +152,7 @@ def case_garbage_rendezvous():
             s.close()
         except OSError as e:
             print("garbage connection: %s" % e)
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("the job did not complete")
+    out, err = wait_exit(p, 60, "the job did not complete")
     silent.close()
     print("rc=%d\n%s%s%s" % (p.returncode, out, "".join(err_lines), err))
     check(p.returncode == 0, "exit code %d" % p.returncode)
