@@ -36,6 +36,14 @@ def tuttirun(args, timeout=60, **kw):
     return run_tuttirun(ARGS.tuttirun, args, timeout, **kw)
 
 
+def write_script(path, body):
+    """An executable shell script at `path` ("#!/bin/sh" and `body`); returns path."""
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body)
+    os.chmod(path, 0o755)
+    return path
+
+
 def joined(out):
     """{worker id: [(g, rank, size, local, cross, host), ...]} from the workers' lines."""
     got = {}
@@ -130,10 +138,7 @@ def case_reset_limit():
 def case_discovery_first_run_fails():
     with tempfile.TemporaryDirectory() as d:
         witness = d + "/started"
-        script = d + "/discover.sh"
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\necho 'no cluster today' >&2\nexit 3\n")
-        os.chmod(script, 0o755)
+        script = write_script(d + "/discover.sh", "echo 'no cluster today' >&2\nexit 3\n")
         rc, _, err, _ = tuttirun(["-np", "2", "--host-discovery-script", script,
                                   "sh", "-c", "touch " + witness], timeout=30)
         check(rc == 3, "exit code %d, expected 3" % rc)
@@ -149,13 +154,11 @@ def case_discovery_adds_and_removes():
     marker = "tutti-elastic-" + uuid.uuid4().hex
     with tempfile.TemporaryDirectory() as d:
         hosts = d + "/hosts"
-        script = d + "/discover.sh"
         with open(hosts, "w") as f:
             f.write("h1:2\n")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\nif grep -q FAIL %s; then echo broken >&2; exit 1; fi\ncat %s\n"
-                    % (hosts, hosts))
-        os.chmod(script, 0o755)
+        script = write_script(d + "/discover.sh",
+                              "if grep -q FAIL %s; then echo broken >&2; exit 1; fi\ncat %s\n"
+                              % (hosts, hosts))
         p = start_tuttirun(ARGS.tuttirun, ["--min-np", "2", "--max-np", "4",
                                            "--host-discovery-script", script] + AGENT +
                            worker("--done-at", "2", "--hold", "0.5", marker=marker))
@@ -206,12 +209,9 @@ def case_host_added_after_last_commit():
     marker = "tutti-elastic-" + uuid.uuid4().hex
     with tempfile.TemporaryDirectory() as d:
         hosts = d + "/hosts"
-        script = d + "/discover.sh"
         with open(hosts, "w") as f:
             f.write("h1:1\n")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\ncat %s\n" % hosts)
-        os.chmod(script, 0o755)
+        script = write_script(d + "/discover.sh", "cat %s\n" % hosts)
         start = time.monotonic()
         p = start_tuttirun(ARGS.tuttirun, ["--min-np", "1", "--elastic-timeout", "20",
                                            "--host-discovery-script", script] + AGENT +
@@ -297,10 +297,8 @@ def case_rsh_agent():
 
 def case_rsh_agent_appends_host():
     with tempfile.TemporaryDirectory() as d:
-        agent = d + "/agent.sh"
-        with open(agent, "w") as f:
-            f.write('#!/bin/sh\nhost="$1"; shift\nTUTTI_FAKE_HOST="agent-$host" exec "$@"\n')
-        os.chmod(agent, 0o755)
+        agent = write_script(d + "/agent.sh",
+                             'host="$1"; shift\nTUTTI_FAKE_HOST="agent-$host" exec "$@"\n')
         rc, out, _, _ = tuttirun(["-np", "2", "-H", "h1,h2", "--rsh-agent", agent,
                                   "--network-interface", "lo", "sh", "-c",
                                   'echo "on $TUTTI_FAKE_HOST"'])
