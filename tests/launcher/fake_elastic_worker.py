@@ -33,6 +33,19 @@ def helper(args, *words):
     return subprocess.run([args.helper] + [str(w) for w in words], capture_output=True, text=True)
 
 
+def failure(r, what):
+    """This worker's exit code after a failed helper call `what`: 2 when the
+    driver gave up (its reason printed), 1 for any other failure; None when r
+    succeeded."""
+    if r.returncode == 2:
+        print(r.stdout.strip(), flush=True)
+        return 2
+    if r.returncode != 0:
+        print(what + " failed: " + r.stderr.strip(), flush=True)
+        return 1
+    return None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--helper", required=True)
@@ -56,12 +69,9 @@ def main():
     last = -1
     while True:
         r = helper(args, "join", last, timeout)
-        if r.returncode == 2:
-            print(r.stdout.strip(), flush=True)
-            return 2
-        if r.returncode != 0:
-            print("join failed: " + r.stderr.strip(), flush=True)
-            return 1
+        code = failure(r, "join")
+        if code is not None:
+            return code
         lines = r.stdout.splitlines()
         g = int(lines[0])
         last = g
@@ -74,12 +84,9 @@ def main():
             r = helper(args, "meet", g, size, timeout - 5)
             if r.returncode == 3:
                 continue  # superseded: join the newer generation
-            if r.returncode == 2:
-                print(r.stdout.strip(), flush=True)
-                return 2
-            if r.returncode != 0:
-                print("meet failed: " + r.stderr.strip(), flush=True)
-                return 1
+            code = failure(r, "meet")
+            if code is not None:
+                return code
         print("joined g=%d rank=%s size=%s local=%s/%s cross=%s/%s host=%s fake=%s"
               % (g, rank, size, lr, ls, cr, cs, member_host, host), flush=True)
         for spec in args.fail:
