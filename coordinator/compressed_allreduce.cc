@@ -4,16 +4,13 @@
 #include <cstring>
 #include <numeric>
 
+#include "coordinator/op_arithmetic.h"
 #include "core/check.h"
 #include "ops/reduce.h"
 
 namespace tutti {
 
 namespace {
-
-void scale(void* buf, size_t count, DataType dtype, double factor) {
-  if (factor != 1.0 && count > 0) scaleInPlace(buf, count, dtype, factor);
-}
 
 // Where tensor i's contribution starts: the caller's input when it needs no
 // scaling, else a prescaled copy (or zeros for a joined rank) in `staging`.
@@ -27,7 +24,7 @@ const void* stagedInput(const TensorEntry* e, size_t count, DataType dtype, doub
   TUTTI_CHECK_EQ(static_cast<int64_t>(count), e->input.numElements());
   if (prescale == 1.0) return e->input.data;
   if (bytes > 0) std::memcpy(staging, e->input.data, bytes);
-  scale(staging, count, dtype, prescale);
+  scaleInPlace(staging, count, dtype, prescale);
   return staging;
 }
 
@@ -38,8 +35,7 @@ Status castAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
   const size_t total =
       static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
   // Average: divide before the 16-bit sum, so that it stays in range.
-  const bool average = r.reduce_op == ReduceOp::kAverage;
-  const double pre = r.prescale * (average ? 1.0 / size : 1.0);
+  const double pre = r.prescale * averageFactor(r, size);
   const void* input = nullptr;
   if (r.names.size() == 1) {
     input = stagedInput(entries[0], total, r.dtype, pre, scratch->staging.reserve(total * elem));
@@ -66,7 +62,7 @@ Status castAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
       void* out = entries[i]->output.data;
       TUTTI_RETURN_IF_ERROR(compressor.decompress(scratch->packed.data() + offset * wire_elem,
                                                   count * wire_elem, out, count, r.dtype));
-      scale(out, count, r.dtype, r.postscale);
+      scaleInPlace(out, count, r.dtype, r.postscale);
     }
     offset += count;
   }
@@ -100,7 +96,7 @@ Status gatherAllreduce(const Response& r, const std::vector<const TensorEntry*>&
   scratch->gathered.resize(per_rank * static_cast<size_t>(size));
   TUTTI_RETURN_IF_ERROR(backend.allgatherv(scratch->packed.data(), scratch->gathered.data(),
                                            std::vector<size_t>(size, per_rank)));
-  const double post = r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size : 1.0);
+  const double post = outputScale(r, size);
   size_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
     const size_t count = static_cast<size_t>(r.sizes[i]);
@@ -117,7 +113,7 @@ Status gatherAllreduce(const Response& r, const std::vector<const TensorEntry*>&
         TUTTI_RETURN_IF_ERROR(compressor.accumulate(chunk, chunk_bytes[i], dense, count));
       }
       if (!direct) fromFloat32(dense, count, r.dtype, e->output.data);
-      scale(e->output.data, count, r.dtype, post);
+      scaleInPlace(e->output.data, count, r.dtype, post);
     }
     offset += chunk_bytes[i];
   }
@@ -154,7 +150,7 @@ Status ringAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
     } else {
       TUTTI_CHECK_EQ(static_cast<int64_t>(count), entries[i]->input.numElements());
       toFloat32(entries[i]->input.data, count, r.dtype, own + offset);
-      scale(own + offset, count, DataType::kFloat32, r.prescale);
+      scaleInPlace(own + offset, count, DataType::kFloat32, r.prescale);
     }
     offset += count;
   }
@@ -180,9 +176,9 @@ Status ringAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
   TUTTI_RETURN_IF_ERROR(quantisedRingAllreduce(backend, compressor, tensor_sizes, input,
                                                scratch->residual.data(), out, &scratch->ring));
   moveResiduals(false);
-  const double post = r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size : 1.0);
+  const double post = outputScale(r, size);
   if (lone) {
-    scale(out, total, DataType::kFloat32, post);
+    scaleInPlace(out, total, DataType::kFloat32, post);
     return Status::ok();
   }
   offset = 0;
@@ -190,7 +186,7 @@ Status ringAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
     const size_t count = static_cast<size_t>(r.sizes[i]);
     if (entries[i] != nullptr) {
       fromFloat32(scratch->dense.data() + offset, count, r.dtype, entries[i]->output.data);
-      scale(entries[i]->output.data, count, r.dtype, post);
+      scaleInPlace(entries[i]->output.data, count, r.dtype, post);
     }
     offset += count;
   }

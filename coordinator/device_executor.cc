@@ -3,24 +3,13 @@
 #include <numeric>
 #include <string>
 
+#include "coordinator/op_arithmetic.h"
 #include "coordinator/request_validation.h"
 #include "core/check.h"
 #include "ops/reduce.h"
 
 namespace tutti {
 namespace {
-
-// The backend reduces average as a sum; the executor divides afterwards.
-ReduceOp backendOp(ReduceOp op) {
-  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-}
-
-Shape withFirstDim(const Shape& shape, int64_t first) {
-  Shape out = shape;
-  if (out.empty()) out.push_back(first);
-  out[0] = first;
-  return out;
-}
 
 std::string prefix(const Request& r) {
   return std::string(opTypeName(r.type)) + " '" + r.name + "': ";
@@ -39,10 +28,6 @@ DeviceExecutor::DeviceExecutor(const BackendBundle& bundle, int rank, int size)
       connect_device_backend_(bundle.connect_device_backend) {}
 
 DeviceExecutor::~DeviceExecutor() = default;
-
-double DeviceExecutor::outputScale(const Response& r) const {
-  return r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
-}
 
 Status DeviceExecutor::prepare(const Request& r, const TensorView& input, const TensorView* output,
                                std::shared_ptr<DeviceEvent>* ready) {
@@ -209,7 +194,7 @@ Status DeviceExecutor::allreduce(DeviceContext& ctx, Backend* direct, Backend& h
     TUTTI_RETURN_IF_ERROR(
         collectiveInPlace(direct, host, buf, total * elem, true,
                           [&](Backend& b, void* p) { return b.allreduce(p, total, r.dtype, op); }));
-    TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, outputScale(r)));
+    TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, outputScale(r, size_)));
   } else if (compressor->exchangeKind() == ExchangeKind::kAllreduce) {
     TUTTI_RETURN_IF_ERROR(castReduce(ctx, direct, host, r, buf, total, *compressor));
   } else {
@@ -232,7 +217,7 @@ Status DeviceExecutor::castReduce(DeviceContext& ctx, Backend* direct, Backend& 
                                   const Compressor& compressor) {
   // As the host's cast path (coordinator/compressed_allreduce.cc): 1/size
   // before the 16-bit sum, so that it stays in range.
-  const double pre = r.prescale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  const double pre = r.prescale * averageFactor(r, size_);
   TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, pre));
   const DataType wire = compressor.wireDType(r.dtype);
   const size_t wire_bytes = total * dataTypeSize(wire);
@@ -391,7 +376,7 @@ Status DeviceExecutor::reducescatter(DeviceContext& ctx, Backend* direct, Backen
     void* dev_out = nullptr;
     TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kOutput, mine * elem, &dev_out));
     TUTTI_RETURN_IF_ERROR(direct->reducescatter(fusion, dev_out, counts, r.dtype, op));
-    TUTTI_RETURN_IF_ERROR(ctx.scale(dev_out, mine, r.dtype, outputScale(r)));
+    TUTTI_RETURN_IF_ERROR(ctx.scale(dev_out, mine, r.dtype, outputScale(r, size_)));
     TUTTI_RETURN_IF_ERROR(ctx.copy(out.bytes.data(), dev_out, mine * elem));
     TUTTI_RETURN_IF_ERROR(ctx.synchronize());
   } else {
@@ -400,8 +385,7 @@ Status DeviceExecutor::reducescatter(DeviceContext& ctx, Backend* direct, Backen
     TUTTI_RETURN_IF_ERROR(ctx.copy(pinned, fusion, total_bytes));
     TUTTI_RETURN_IF_ERROR(ctx.synchronize());
     TUTTI_RETURN_IF_ERROR(host.reducescatter(pinned, out.bytes.data(), counts, r.dtype, op));
-    const double factor = outputScale(r);
-    if (factor != 1.0 && mine > 0) scaleInPlace(out.bytes.data(), mine, r.dtype, factor);
+    scaleInPlace(out.bytes.data(), mine, r.dtype, outputScale(r, size_));
   }
   done->has_output = true;
   done->output = std::move(out);

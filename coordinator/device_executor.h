@@ -119,7 +119,6 @@ class DeviceExecutor {
                   const TensorEntry* e, Completion* done);
   Status reducescatter(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
                        const TensorEntry* e, Completion* done);
-  double outputScale(const Response& r) const;
 
   const int rank_;
   const int size_;

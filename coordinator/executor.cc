@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "coordinator/op_arithmetic.h"
 #include "coordinator/request_validation.h"
 #include "core/check.h"
 #include "ops/reduce.h"
@@ -14,22 +15,6 @@ namespace {
 
 // A fused allreduce runs in pieces of this many bytes (see Executor::allreduce).
 constexpr size_t kFusionPieceBytes = 1 << 20;
-
-// The backend reduces average as a sum; the executor divides afterwards.
-ReduceOp backendOp(ReduceOp op) {
-  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-}
-
-void scale(void* buf, size_t count, DataType dtype, double factor) {
-  if (factor != 1.0 && count > 0) scaleInPlace(buf, count, dtype, factor);
-}
-
-Shape withFirstDim(const Shape& shape, int64_t first) {
-  Shape out = shape;
-  if (out.empty()) out.push_back(first);
-  out[0] = first;
-  return out;
-}
 
 }  // namespace
 
@@ -50,10 +35,6 @@ Status Executor::compressorFor(const Response& r, Compressor** out) {
   TUTTI_RETURN_IF_ERROR(state_.compressors.get(r.compression, &c));
   if (c->appliesTo(r.dtype)) *out = c;
   return Status::ok();
-}
-
-double Executor::outputScale(const Response& r) const {
-  return r.postscale * (r.reduce_op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
 }
 
 Status Executor::execute(const Response& r, const std::vector<const TensorEntry*>& entries,
@@ -97,7 +78,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
   }
   const size_t elem = dataTypeSize(r.dtype);
   const ReduceOp op = backendOp(r.reduce_op);
-  const double out_scale = outputScale(r);
+  const double out_scale = outputScale(r, size_);
   if (r.names.size() == 1 && entries[0] != nullptr) {
     // Alone (bigger than the fusion threshold, or nothing to fuse with):
     // reduce directly in the caller's output buffer.
@@ -112,10 +93,10 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
       if (e.output.data != e.input.data && count > 0) {
         std::memcpy(e.output.data, e.input.data, count * elem);
       }
-      scale(e.output.data, count, r.dtype, r.prescale);
+      scaleInPlace(e.output.data, count, r.dtype, r.prescale);
       TUTTI_RETURN_IF_ERROR(backend_.allreduce(e.output.data, count, r.dtype, op));
     }
-    scale(e.output.data, count, r.dtype, out_scale);
+    scaleInPlace(e.output.data, count, r.dtype, out_scale);
     return Status::ok();
   }
   for (size_t i = 0; i < r.names.size(); ++i) {
@@ -156,7 +137,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
       if (entries[i] != nullptr) {
         std::memcpy(buf + to * elem,
                     static_cast<const uint8_t*>(entries[i]->input.data) + from * elem, n * elem);
-        scale(buf + to * elem, n, r.dtype, r.prescale);
+        scaleInPlace(buf + to * elem, n, r.dtype, r.prescale);
       } else {
         std::memset(buf + to * elem, 0, n * elem);
       }
@@ -169,7 +150,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
       if (entries[i] == nullptr) return;
       uint8_t* out = static_cast<uint8_t*>(entries[i]->output.data) + from * elem;
       std::memcpy(out, buf + to * elem, n * elem);
-      scale(out, n, r.dtype, out_scale);
+      scaleInPlace(out, n, r.dtype, out_scale);
     });
     while (first < r.names.size() && first_begin + static_cast<size_t>(r.sizes[first]) <= end) {
       first_begin += static_cast<size_t>(r.sizes[first++]);
@@ -241,7 +222,7 @@ Status Executor::reducescatter(const Response& r, const TensorEntry* e, Completi
   uint8_t* buf = fusion_buffer_.reserve(static_cast<size_t>(total) * elem);
   if (e != nullptr) {
     if (total > 0) std::memcpy(buf, e->input.data, static_cast<size_t>(total) * elem);
-    scale(buf, static_cast<size_t>(total), r.dtype, r.prescale);
+    scaleInPlace(buf, static_cast<size_t>(total), r.dtype, r.prescale);
   } else {
     std::memset(buf, 0, static_cast<size_t>(total) * elem);
   }
@@ -255,7 +236,7 @@ Status Executor::reducescatter(const Response& r, const TensorEntry* e, Completi
   TUTTI_RETURN_IF_ERROR(
       backend_.reducescatter(buf, out.bytes.data(), counts, r.dtype, backendOp(r.reduce_op)));
   collective_.end = std::chrono::steady_clock::now();
-  scale(out.bytes.data(), counts[rank_], r.dtype, outputScale(r));
+  scaleInPlace(out.bytes.data(), counts[rank_], r.dtype, outputScale(r, size_));
   done->has_output = true;
   done->output = std::move(out);
   return Status::ok();

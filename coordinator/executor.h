@@ -91,7 +91,6 @@ class Executor {
   Status broadcast(const Response& r, const TensorEntry* entry);
   Status alltoall(const Response& r, const TensorEntry* entry, Completion* done);
   Status reducescatter(const Response& r, const TensorEntry* entry, Completion* done);
-  double outputScale(const Response& r) const;
   // The compressor that takes this allreduce, or nullptr (uncompressed).
   Status compressorFor(const Response& r, Compressor** out);
 

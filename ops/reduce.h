@@ -18,7 +18,8 @@ void reduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
 
 // buf[i] = buf[i] * factor. Floating types scale in their own precision
 // (float16/bfloat16 via float32); integers in float64, rounded to nearest and
-// saturated to the type's range. bool is left unchanged.
+// saturated to the type's range. bool is left unchanged. factor == 1 or
+// count == 0 touches nothing (so int64 values beyond 2^53 pass exactly).
 void scaleInPlace(void* buf, size_t count, DataType dtype, double factor);
 
 // Conversions used by the kernels and by compression: round to nearest even;
