@@ -4,19 +4,10 @@
 #include <string>
 
 #include "compression/compressor.h"
+#include "ops/cuda/copy_plan.h"
 #include "ops/reduce.h"
 
 namespace tutti::testing {
-namespace {
-
-bool isWide(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kFloat64;
-}
-bool isNarrow(DataType t) {
-  return t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
-
-}  // namespace
 
 Status HostDeviceContext::recordOn(void* /*stream*/, std::shared_ptr<DeviceEvent>* out) {
   *out = std::make_shared<DeviceEvent>();
@@ -77,8 +68,7 @@ Status HostDeviceContext::scale(void* buf, size_t count, DataType dtype, double 
 
 Status HostDeviceContext::cast(const void* in, DataType in_type, void* out, DataType out_type,
                                size_t count) {
-  const bool encode = isWide(in_type) && isNarrow(out_type);
-  if (!encode && !(isNarrow(in_type) && isWide(out_type))) {
+  if (!cuda::isCastPair(in_type, out_type)) {
     return Status::invalidArgument(std::string("no cast from ") + dataTypeName(in_type) + " to " +
                                    dataTypeName(out_type));
   }
