@@ -69,4 +69,21 @@ if(NOT TUTTI_WITH_NCCL STREQUAL "OFF")
     message(FATAL_ERROR "TUTTI_WITH_NCCL=ON but NCCL (nccl.h, libnccl) or CUDA was not found under /usr/local/cuda")
   endif()
 endif()
-message(STATUS "tutti: MPI found=${TUTTI_HAVE_MPI} CUDA found=${TUTTI_HAVE_CUDA} NCCL found=${TUTTI_HAVE_NCCL}")
+# The NCCL_VERSION_CODE of that nccl.h (NCCL_VERSION(major, minor, patch):
+# major * 10000 + minor * 100 + patch from 2.9 on, major * 1000 + minor * 100
+# + patch before), for tutti_nccl_version().
+set(TUTTI_NCCL_VERSION_CODE 0)
+if(TUTTI_HAVE_NCCL)
+  file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_version_lines
+       REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
+  foreach(_part MAJOR MINOR PATCH)
+    string(REGEX MATCH "NCCL_${_part} +([0-9]+)" _match "${_nccl_version_lines}")
+    set(_nccl_${_part} ${CMAKE_MATCH_1})
+  endforeach()
+  if(_nccl_MAJOR GREATER 2 OR (_nccl_MAJOR EQUAL 2 AND _nccl_MINOR GREATER_EQUAL 9))
+    math(EXPR TUTTI_NCCL_VERSION_CODE "${_nccl_MAJOR} * 10000 + ${_nccl_MINOR} * 100 + ${_nccl_PATCH}")
+  else()
+    math(EXPR TUTTI_NCCL_VERSION_CODE "${_nccl_MAJOR} * 1000 + ${_nccl_MINOR} * 100 + ${_nccl_PATCH}")
+  endif()
+endif()
+message(STATUS "tutti: MPI found=${TUTTI_HAVE_MPI} CUDA found=${TUTTI_HAVE_CUDA} NCCL found=${TUTTI_HAVE_NCCL} (${TUTTI_NCCL_VERSION_CODE})")

@@ -194,7 +194,7 @@ Status DeviceExecutor::allreduce(DeviceContext& ctx, Backend* direct, Backend& h
     TUTTI_RETURN_IF_ERROR(
         collectiveInPlace(direct, host, buf, total * elem, true,
                           [&](Backend& b, void* p) { return b.allreduce(p, total, r.dtype, op); }));
-    TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, outputScale(r, size_)));
+    TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, r.postscale, averageDivisor(r, size_)));
   } else if (compressor->exchangeKind() == ExchangeKind::kAllreduce) {
     TUTTI_RETURN_IF_ERROR(castReduce(ctx, direct, host, r, buf, total, *compressor));
   } else {
@@ -376,7 +376,7 @@ Status DeviceExecutor::reducescatter(DeviceContext& ctx, Backend* direct, Backen
     void* dev_out = nullptr;
     TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kOutput, mine * elem, &dev_out));
     TUTTI_RETURN_IF_ERROR(direct->reducescatter(fusion, dev_out, counts, r.dtype, op));
-    TUTTI_RETURN_IF_ERROR(ctx.scale(dev_out, mine, r.dtype, outputScale(r, size_)));
+    TUTTI_RETURN_IF_ERROR(ctx.scale(dev_out, mine, r.dtype, r.postscale, averageDivisor(r, size_)));
     TUTTI_RETURN_IF_ERROR(ctx.copy(out.bytes.data(), dev_out, mine * elem));
     TUTTI_RETURN_IF_ERROR(ctx.synchronize());
   } else {
@@ -385,7 +385,7 @@ Status DeviceExecutor::reducescatter(DeviceContext& ctx, Backend* direct, Backen
     TUTTI_RETURN_IF_ERROR(ctx.copy(pinned, fusion, total_bytes));
     TUTTI_RETURN_IF_ERROR(ctx.synchronize());
     TUTTI_RETURN_IF_ERROR(host.reducescatter(pinned, out.bytes.data(), counts, r.dtype, op));
-    scaleInPlace(out.bytes.data(), mine, r.dtype, outputScale(r, size_));
+    scaleInPlace(out.bytes.data(), mine, r.dtype, r.postscale, averageDivisor(r, size_));
   }
   done->has_output = true;
   done->output = std::move(out);

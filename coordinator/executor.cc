@@ -78,7 +78,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
   }
   const size_t elem = dataTypeSize(r.dtype);
   const ReduceOp op = backendOp(r.reduce_op);
-  const double out_scale = outputScale(r, size_);
+  const int divisor = averageDivisor(r, size_);
   if (r.names.size() == 1 && entries[0] != nullptr) {
     // Alone (bigger than the fusion threshold, or nothing to fuse with):
     // reduce directly in the caller's output buffer.
@@ -96,7 +96,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
       scaleInPlace(e.output.data, count, r.dtype, r.prescale);
       TUTTI_RETURN_IF_ERROR(backend_.allreduce(e.output.data, count, r.dtype, op));
     }
-    scaleInPlace(e.output.data, count, r.dtype, out_scale);
+    scaleInPlace(e.output.data, count, r.dtype, r.postscale, divisor);
     return Status::ok();
   }
   for (size_t i = 0; i < r.names.size(); ++i) {
@@ -150,7 +150,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
       if (entries[i] == nullptr) return;
       uint8_t* out = static_cast<uint8_t*>(entries[i]->output.data) + from * elem;
       std::memcpy(out, buf + to * elem, n * elem);
-      scaleInPlace(out, n, r.dtype, out_scale);
+      scaleInPlace(out, n, r.dtype, r.postscale, divisor);
     });
     while (first < r.names.size() && first_begin + static_cast<size_t>(r.sizes[first]) <= end) {
       first_begin += static_cast<size_t>(r.sizes[first++]);
@@ -236,7 +236,7 @@ Status Executor::reducescatter(const Response& r, const TensorEntry* e, Completi
   TUTTI_RETURN_IF_ERROR(
       backend_.reducescatter(buf, out.bytes.data(), counts, r.dtype, backendOp(r.reduce_op)));
   collective_.end = std::chrono::steady_clock::now();
-  scaleInPlace(out.bytes.data(), counts[rank_], r.dtype, outputScale(r, size_));
+  scaleInPlace(out.bytes.data(), counts[rank_], r.dtype, r.postscale, averageDivisor(r, size_));
   done->has_output = true;
   done->output = std::move(out);
   return Status::ok();

@@ -41,6 +41,11 @@ bool HandleTable::poll(Handle handle) const {
   return it == entries_.end() || it->second->done;
 }
 
+bool HandleTable::contains(Handle handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.count(handle) != 0;
+}
+
 Status HandleTable::wait(Handle handle, double timeout_seconds) const {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = entries_.find(handle);

@@ -46,6 +46,8 @@ class HandleTable {
   // True once completed; true for an unknown handle too (nothing to wait
   // for: wait() then reports kInvalidArgument).
   bool poll(Handle handle) const;
+  // True while the table holds the handle (created and not yet released).
+  bool contains(Handle handle) const;
   // The handle's status once completed. timeout_seconds < 0: no deadline;
   // kTimeout on expiry (the op goes on). kInvalidArgument: unknown handle.
   Status wait(Handle handle, double timeout_seconds) const;

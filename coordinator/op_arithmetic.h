@@ -25,10 +25,18 @@ inline double averageFactor(const Response& r, int size) {
   return r.reduce_op == ReduceOp::kAverage ? 1.0 / size : 1.0;
 }
 
-// The factor applied to a reduction's result: postscale, times 1/size for
-// kAverage.
+// What a reduction's result is divided by: size for kAverage (every rank of
+// the job, joined ones included), else 1. The result is scaled with
+// scaleInPlace(..., r.postscale, averageDivisor(r, size)) (ops/reduce.h), so
+// that an integer average is the sum divided by size, truncated, as Horovod's.
+inline int averageDivisor(const Response& r, int size) {
+  return r.reduce_op == ReduceOp::kAverage ? size : 1;
+}
+
+// The factor applied to a floating-point reduction's result: postscale /
+// averageDivisor (what scaleInPlace multiplies floats by).
 inline double outputScale(const Response& r, int size) {
-  return r.postscale * averageFactor(r, size);
+  return r.postscale / averageDivisor(r, size);
 }
 
 // `shape` with its first dimension set to `first` (a 0-dimensional shape

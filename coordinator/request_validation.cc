@@ -251,9 +251,12 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
     if (!diff.empty()) return mismatch(rule.what, diff);
   }
   if (!joined.empty() && !reduction && type != OpType::kBarrier) {
+    // A cross-rank disagreement (some ranks joined, the others want data from
+    // them), decided here for every rank: kMismatch, a failed collective
+    // (Horovod's HorovodInternalError), not one rank's bad argument.
     std::ostringstream ranks;
     for (size_t i = 0; i < joined.size(); ++i) ranks << (i ? ", " : "") << joined[i];
-    return errorResponse({name}, type, StatusCode::kInvalidArgument,
+    return errorResponse({name}, type, StatusCode::kMismatch,
                          head + "ranks [" + ranks.str() +
                              "] have joined (join()); only allreduce, reducescatter and barrier "
                              "can run while ranks have joined");

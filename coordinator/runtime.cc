@@ -289,6 +289,9 @@ Status Runtime::join(Handle* handle) {
 bool Runtime::poll(Handle handle) const {
   return impl_->handles().poll(handle);
 }
+bool Runtime::hasHandle(Handle handle) const {
+  return impl_->handles().contains(handle);
+}
 Status Runtime::wait(Handle handle, double timeout_seconds) const {
   return impl_->handles().wait(handle, timeout_seconds);
 }

@@ -49,7 +49,8 @@ struct OpOptions {
   std::string name;
   ReduceOp reduce_op = ReduceOp::kSum;
   // Allreduce/reducescatter: result = postscale * reduce(prescale * x_r).
-  // Integer tensors are scaled in float64 and rounded back.
+  // Integer tensors are scaled in float64 and truncated toward zero (per rank
+  // for prescale); kAverage divides by size(), as ops/reduce.h scaleInPlace.
   double prescale = 1.0;
   double postscale = 1.0;
   int root = 0;                 // broadcast: rank whose tensor is sent
@@ -130,6 +131,8 @@ class Runtime {
   // kInvalidArgument.
   // True once the op completed (successfully or not).
   bool poll(Handle handle) const;
+  // True for a handle returned by an enqueue and not yet released.
+  bool hasHandle(Handle handle) const;
   // Waits until the op completed and returns its status; timeout_seconds < 0
   // waits without a deadline; on expiry returns kTimeout (the op goes on).
   Status wait(Handle handle, double timeout_seconds = -1) const;

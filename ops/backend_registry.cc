@@ -17,6 +17,7 @@
 #endif
 #if TUTTI_WITH_MPI
 #include "ops/mpi/mpi_connect.h"
+#include "ops/mpi/mpi_environment.h"
 #endif
 #ifndef TUTTI_WITH_CUDA
 #define TUTTI_WITH_CUDA 0
@@ -101,6 +102,14 @@ void addDeviceSupport(const Settings& settings, const std::shared_ptr<TcpKeepali
 }
 
 }  // namespace
+
+int mpiThreadsMultiple() {
+#if TUTTI_WITH_MPI
+  return tutti::mpiThreadsMultipleLevel();
+#else
+  return -1;
+#endif
+}
 
 Status connectBackend(const Settings& settings, BackendBundle* out) {
 #if TUTTI_WITH_MPI

@@ -62,4 +62,8 @@ struct BackendBundle {
 // bind/resolve/authentication failures.
 Status connectBackend(const Settings& settings, BackendBundle* out);
 
+// Whether MPI (when this build has it and a runtime of this process used it)
+// runs with MPI_THREAD_MULTIPLE: 1 yes, 0 a lower level, -1 MPI not used.
+int mpiThreadsMultiple();
+
 }  // namespace tutti

@@ -86,10 +86,14 @@ class DeviceContext {
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
   // Queues dst[0..bytes) = 0.
   virtual Status fillZero(void* dst, size_t bytes) = 0;
-  // Queues buf[i] *= factor for i < count, with ops/reduce.h's rules
-  // (float16/bfloat16 via float32, integers in float64 rounded and
-  // saturated, bool unchanged). factor == 1 queues nothing.
-  virtual Status scale(void* buf, size_t count, DataType dtype, double factor) = 0;
+  // Queues buf[i] = buf[i] * factor / divisor for i < count, with
+  // scaleInPlace's rules (ops/reduce.h: float16/bfloat16 via float32,
+  // integers in float64 truncated toward zero and saturated, bool unchanged).
+  // factor == 1 with divisor == 1 queues nothing.
+  virtual Status scale(void* buf, size_t count, DataType dtype, double factor, int divisor) = 0;
+  Status scale(void* buf, size_t count, DataType dtype, double factor) {
+    return scale(buf, count, dtype, factor, 1);
+  }
   // Queues out[i] = convert(in[i]) for i < count, for cast compression:
   // float32 or float64 to float16 or bfloat16 and back, with the host's
   // conversions (compression/compressor.h toFloat32/fromFloat32: float64

@@ -261,17 +261,18 @@ void scaleFloat(void* buf, size_t count, T factor) {
   for (size_t i = 0; i < count; ++i) d[i] *= factor;
 }
 
-// Integers: scaled in float64, rounded to nearest (ties to even, the default
-// floating-point rounding mode) and saturated to T's range. NaN becomes 0.
+// Integers: scaled in float64, truncated toward zero (a C++ conversion, as
+// Horovod's ScaleBuffer into an integer type) and saturated to T's range.
+// NaN becomes 0.
 template <typename T>
-void scaleInteger(void* buf, size_t count, double factor) {
+void scaleInteger(void* buf, size_t count, double factor, double divisor) {
   T* __restrict d = static_cast<T*>(buf);
   // For int64 the largest T is not exactly representable; 2^63 (the double
   // it rounds to) is out of range, so compare with >= against it.
   const double lo = static_cast<double>(std::numeric_limits<T>::min());
   const double hi = static_cast<double>(std::numeric_limits<T>::max());
   for (size_t i = 0; i < count; ++i) {
-    const double v = std::nearbyint(static_cast<double>(d[i]) * factor);
+    const double v = std::trunc(static_cast<double>(d[i]) * factor / divisor);
     if (v != v) {
       d[i] = 0;
     } else if (v <= lo) {
@@ -348,19 +349,22 @@ void reduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
   TUTTI_CHECK_EQ(static_cast<int>(dtype), -1);  // unknown dtype: a bug upstream
 }
 
-void scaleInPlace(void* buf, size_t count, DataType dtype, double factor) {
-  if (count == 0 || factor == 1.0) return;
+void scaleInPlace(void* buf, size_t count, DataType dtype, double factor_in, int divisor_in) {
+  TUTTI_CHECK(divisor_in >= 1);
+  if (count == 0 || (factor_in == 1.0 && divisor_in == 1)) return;
+  const double divisor = divisor_in;
+  const double factor = factor_in / divisor;  // for floating types
   switch (dtype) {
     case DataType::kUInt8:
-      return scaleInteger<uint8_t>(buf, count, factor);
+      return scaleInteger<uint8_t>(buf, count, factor_in, divisor);
     case DataType::kInt8:
-      return scaleInteger<int8_t>(buf, count, factor);
+      return scaleInteger<int8_t>(buf, count, factor_in, divisor);
     case DataType::kInt16:
-      return scaleInteger<int16_t>(buf, count, factor);
+      return scaleInteger<int16_t>(buf, count, factor_in, divisor);
     case DataType::kInt32:
-      return scaleInteger<int32_t>(buf, count, factor);
+      return scaleInteger<int32_t>(buf, count, factor_in, divisor);
     case DataType::kInt64:
-      return scaleInteger<int64_t>(buf, count, factor);
+      return scaleInteger<int64_t>(buf, count, factor_in, divisor);
     case DataType::kFloat16:
 #if TUTTI_X86_F16C
       if (haveF16c()) return scaleHalfF16c(buf, count, static_cast<float>(factor));

@@ -150,6 +150,23 @@ TUTTI_API const char* tutti_version(int* major, int* minor, int* patch);
  * names (and NULL) give 0. */
 TUTTI_API int tutti_built_with(const char* feature);
 
+/* NCCL_VERSION_CODE of the NCCL headers this library was built with (e.g.
+ * 22809 for NCCL 2.28.9; Horovod's nccl_built()); 0 in a build without NCCL.
+ * Never fails; needs no initialised runtime. */
+TUTTI_API int tutti_nccl_version(void);
+
+/* The backend of the running runtime: "tcp", "mpi" or "nccl" (CUDA tensors
+ * over NCCL, the rest over tcp), as TUTTI_BACKEND resolved ("auto" is mpi
+ * under mpirun, else tcp). NULL (last error TUTTI_ERR_NOT_INITIALIZED) when
+ * not initialised. The string is static. */
+TUTTI_API const char* tutti_backend(void);
+
+/* 1 when MPI runs in this process with MPI_THREAD_MULTIPLE (the program may
+ * call MPI itself while tutti runs), 0 with a lower thread level, -1 when no
+ * runtime of this process has used MPI (other backend, or a build without
+ * MPI). Never fails. */
+TUTTI_API int tutti_mpi_threads_supported(void);
+
 /* Message of the last failed tutti call on the calling thread ("" if none).
  * Valid until the next tutti call on this thread. */
 TUTTI_API const char* tutti_last_error(void);
@@ -214,7 +231,11 @@ TUTTI_API int tutti_cross_size(void);
  * output = postscale * reduce_op(prescale * input over ranks).
  * input and output: same dtype and shape; output may be the same memory as
  * input (in place). Every op for numbers; bool allows sum/min/max/product as
- * logical or/and/or/and. Integer tensors are scaled in float64 and rounded.
+ * logical or/and/or/and. Integer tensors are scaled in float64 and truncated
+ * toward zero (and saturated), as Horovod's: prescale on each rank's input
+ * before the sum (3 * 0.5 -> 1 per rank), postscale after it; TUTTI_AVERAGE of
+ * integers is the sum divided by the size, truncated (75 / 2 -> 37, -75 / 2
+ * -> -37). float16/bfloat16 scale in float32.
  * `op` is a tutti_reduce_op; scale factors are plain multipliers (1.0 = none).
  */
 TUTTI_API int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output,
@@ -298,7 +319,10 @@ TUTTI_API int tutti_barrier_async(tutti_handle* handle);
 
 /*
  * This rank has no more data: until every rank joined, it takes part in the
- * other ranks' allreduces with zeros. Completes once every rank joined;
+ * other ranks' allreduces and reducescatters with zeros (TUTTI_AVERAGE still
+ * divides by the whole size); an allgather, broadcast or alltoall meanwhile
+ * completes with TUTTI_ERR_MISMATCH on the ranks that submitted it. Completes
+ * once every rank joined;
  * tutti_handle_join_result() gives the last rank to join (same on every rank).
  */
 TUTTI_API int tutti_join_async(tutti_handle* handle);
@@ -306,7 +330,9 @@ TUTTI_API int tutti_join_async(tutti_handle* handle);
 /* ---- Handles ----------------------------------------------------------------- */
 
 /* 1 once the op completed (successfully or not), 0 while it runs, or a
- * negative -tutti_status for an unknown or released handle. Never blocks. */
+ * negative -tutti_status: -TUTTI_ERR_INVALID_ARGUMENT for an unknown or
+ * released handle, -TUTTI_ERR_NOT_INITIALIZED without a runtime (the message
+ * is then the last error). Never blocks. */
 TUTTI_API int tutti_poll(tutti_handle handle);
 
 /*

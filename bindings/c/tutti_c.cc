@@ -27,6 +27,7 @@
 #include "core/settings.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/backend_registry.h"
 
 static_assert(TUTTI_UINT8 == static_cast<int>(tutti::DataType::kUInt8), "dtype ABI");
 static_assert(TUTTI_INT8 == static_cast<int>(tutti::DataType::kInt8), "dtype ABI");
@@ -204,6 +205,28 @@ int tutti_built_with(const char* feature) {
   if (f == "nccl") return TUTTI_BUILT_NCCL ? 1 : 0;
   if (f == "cuda") return TUTTI_BUILT_CUDA ? 1 : 0;
   return f == "tcp" ? 1 : 0;
+}
+
+int tutti_nccl_version(void) {
+  return TUTTI_BUILT_NCCL ? TUTTI_NCCL_VERSION_CODE : 0;
+}
+
+const char* tutti_backend(void) {
+  Global& g = global();
+  std::shared_lock<std::shared_mutex> lock(g.mutex);
+  if (!g.runtime) {
+    failNotInitialized();
+    return nullptr;
+  }
+  // Settings hold the resolved name ("auto" is never left there).
+  for (const char* name : {"tcp", "mpi", "nccl"}) {
+    if (g.runtime->settings().backend == name) return name;
+  }
+  return "tcp";
+}
+
+int tutti_mpi_threads_supported(void) {
+  return tutti::mpiThreadsMultiple();
 }
 
 int tutti_set_cuda_stream(void* stream) {
@@ -412,16 +435,16 @@ int tutti_join_async(tutti_handle* handle) {
 }
 
 int tutti_poll(tutti_handle handle) {
-  return withRuntime([&](tutti::Runtime& rt) {
-    if (rt.poll(handle)) return 1;
-    // poll() is false for unknown handles too: tell them apart.
-    tutti::Status probe = rt.wait(handle, 0);
-    if (probe.code() == tutti::StatusCode::kTimeout) return 0;
-    if (probe.code() == tutti::StatusCode::kInvalidArgument && !rt.poll(handle)) {
-      return -fail(probe);
+  const int rc = withRuntime([&](tutti::Runtime& rt) {
+    // Runtime::poll() is true for an unknown handle too: ask first whether the
+    // handle exists. (Released between the two calls: it had completed, 1.)
+    if (!rt.hasHandle(handle)) {
+      return -failInvalid("unknown handle " + std::to_string(handle) +
+                          " (never returned by an enqueue, or already released)");
     }
-    return 1;  // completed between the two calls
+    return rt.poll(handle) ? 1 : 0;
   });
+  return rc == TUTTI_ERR_NOT_INITIALIZED ? -rc : rc;
 }
 
 int tutti_wait(tutti_handle handle, double timeout_seconds) {

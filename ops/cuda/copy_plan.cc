@@ -38,8 +38,8 @@ uint32_t elementwiseGrid(size_t count, uint32_t threads, uint32_t items_per_thre
   return static_cast<uint32_t>(std::min<uint64_t>(blocks, max_grid));
 }
 
-bool scaleIsNoop(size_t count, DataType dtype, double factor) {
-  return count == 0 || factor == 1.0 || dtype == DataType::kBool;
+bool scaleIsNoop(size_t count, DataType dtype, double factor, int divisor) {
+  return count == 0 || (factor == 1.0 && divisor == 1) || dtype == DataType::kBool;
 }
 
 bool isCastPair(DataType from, DataType to) {

@@ -93,9 +93,9 @@ TUTTI_HOST_DEVICE inline uint32_t copyWidth(uintptr_t src, uintptr_t dst) {
 uint32_t elementwiseGrid(size_t count, uint32_t threads, uint32_t items_per_thread,
                          uint32_t max_grid = kDefaultMaxGrid);
 
-// Whether the scale kernel changes anything: false for factor 1, count 0
-// and bool (which ops/reduce.h leaves unchanged).
-bool scaleIsNoop(size_t count, DataType dtype, double factor);
+// Whether the scale kernel changes anything: false for factor 1 with
+// divisor 1, count 0 and bool (which ops/reduce.h leaves unchanged).
+bool scaleIsNoop(size_t count, DataType dtype, double factor, int divisor = 1);
 
 // Whether the cast kernel converts `from` to `to`: float32 or float64 to
 // float16 or bfloat16, and back (DeviceContext::cast).

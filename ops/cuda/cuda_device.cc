@@ -205,11 +205,15 @@ Status CudaDeviceContext::fillZero(void* dst, size_t bytes) {
   return Status::ok();
 }
 
-Status CudaDeviceContext::scale(void* buf, size_t count, DataType dtype, double factor) {
-  if (scaleIsNoop(count, dtype, factor)) return Status::ok();
+Status CudaDeviceContext::scale(void* buf, size_t count, DataType dtype, double factor,
+                                int divisor) {
+  if (divisor < 1) {
+    return Status::invalidArgument("scale divisor " + std::to_string(divisor) + ": expected >= 1");
+  }
+  if (scaleIsNoop(count, dtype, factor, divisor)) return Status::ok();
   DeviceGuard guard(device_);
   TUTTI_RETURN_IF_ERROR(guard.status());
-  TUTTI_CUDA_RETURN_IF_ERROR(launchScale(buf, count, dtype, factor, stream_));
+  TUTTI_CUDA_RETURN_IF_ERROR(launchScale(buf, count, dtype, factor, divisor, stream_));
   return Status::ok();
 }
 

@@ -58,7 +58,8 @@ class CudaDeviceContext : public DeviceContext {
   Status copyBatch(const std::vector<DeviceCopy>& copies) override;
   Status copy(void* dst, const void* src, size_t bytes) override;
   Status fillZero(void* dst, size_t bytes) override;
-  Status scale(void* buf, size_t count, DataType dtype, double factor) override;
+  using DeviceContext::scale;
+  Status scale(void* buf, size_t count, DataType dtype, double factor, int divisor) override;
   Status cast(const void* in, DataType in_type, void* out, DataType out_type,
               size_t count) override;
   Status synchronize() override;

@@ -75,13 +75,13 @@ __global__ void scaleBfloat16Kernel(uint16_t* buf, size_t count, float factor) {
   }
 }
 
-// Integers as ops/reduce.h: in float64, rounded to nearest even, saturated,
-// NaN to 0.
+// Integers as ops/reduce.h: in float64, x * factor / divisor truncated
+// toward zero, saturated, NaN to 0.
 template <typename T>
-__global__ void scaleIntegerKernel(T* buf, size_t count, double factor, double lo, double hi,
-                                   T min_value, T max_value) {
+__global__ void scaleIntegerKernel(T* buf, size_t count, double factor, double divisor, double lo,
+                                   double hi, T min_value, T max_value) {
   TUTTI_GRID_STRIDE(i, count) {
-    const double v = rint(static_cast<double>(buf[i]) * factor);
+    const double v = trunc(static_cast<double>(buf[i]) * factor / divisor);
     if (v != v) {
       buf[i] = 0;
     } else if (v <= lo) {
@@ -120,13 +120,14 @@ __global__ void decodeKernel(const uint16_t* in, T* out, size_t count) {
 #undef TUTTI_GRID_STRIDE
 
 template <typename T>
-void scaleInteger(void* buf, size_t count, double factor, uint32_t grid, cudaStream_t stream) {
+void scaleInteger(void* buf, size_t count, double factor, double divisor, uint32_t grid,
+                  cudaStream_t stream) {
   const T min_value = std::numeric_limits<T>::min();
   const T max_value = std::numeric_limits<T>::max();
   // For int64 the largest T is not exactly representable; 2^63 (the double
   // it rounds to) is out of range, so the kernel compares with >= against it.
   scaleIntegerKernel<T><<<grid, kElementwiseThreads, 0, stream>>>(
-      static_cast<T*>(buf), count, factor, static_cast<double>(min_value),
+      static_cast<T*>(buf), count, factor, divisor, static_cast<double>(min_value),
       static_cast<double>(max_value), min_value, max_value);
 }
 
@@ -141,10 +142,13 @@ cudaError_t launchBatchedCopy(const CopyDescriptor* descriptors, uint32_t count,
   return cudaGetLastError();
 }
 
-cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor,
+cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor_in, int divisor_in,
                         cudaStream_t stream) {
-  if (scaleIsNoop(count, dtype, factor)) return cudaSuccess;
+  if (divisor_in < 1) return cudaErrorInvalidValue;
+  if (scaleIsNoop(count, dtype, factor_in, divisor_in)) return cudaSuccess;
   const uint32_t grid = elementwiseGrid(count, kElementwiseThreads, kItemsPerThread);
+  const double divisor = divisor_in;
+  const double factor = factor_in / divisor;  // floating types multiply by it
   switch (dtype) {
     case DataType::kFloat32:
       scaleFloatKernel<float><<<grid, kElementwiseThreads, 0, stream>>>(
@@ -163,19 +167,19 @@ cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor,
           static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
       break;
     case DataType::kUInt8:
-      scaleInteger<uint8_t>(buf, count, factor, grid, stream);
+      scaleInteger<uint8_t>(buf, count, factor_in, divisor, grid, stream);
       break;
     case DataType::kInt8:
-      scaleInteger<int8_t>(buf, count, factor, grid, stream);
+      scaleInteger<int8_t>(buf, count, factor_in, divisor, grid, stream);
       break;
     case DataType::kInt16:
-      scaleInteger<int16_t>(buf, count, factor, grid, stream);
+      scaleInteger<int16_t>(buf, count, factor_in, divisor, grid, stream);
       break;
     case DataType::kInt32:
-      scaleInteger<int32_t>(buf, count, factor, grid, stream);
+      scaleInteger<int32_t>(buf, count, factor_in, divisor, grid, stream);
       break;
     case DataType::kInt64:
-      scaleInteger<int64_t>(buf, count, factor, grid, stream);
+      scaleInteger<int64_t>(buf, count, factor_in, divisor, grid, stream);
       break;
     case DataType::kBool:
       return cudaSuccess;

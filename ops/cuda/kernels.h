@@ -27,8 +27,9 @@ cudaError_t launchBatchedCopy(const CopyDescriptor* descriptors, uint32_t count,
                               uint64_t virtual_blocks, uint32_t grid, size_t chunk_bytes,
                               cudaStream_t stream);
 
-// buf[i] *= factor with ops/reduce.h's rules (see DeviceContext::scale).
-cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor,
+// buf[i] = buf[i] * factor / divisor with ops/reduce.h's rules (see
+// DeviceContext::scale); divisor >= 1.
+cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor, int divisor,
                         cudaStream_t stream);
 
 // out[i] = convert(in[i]) between float32/float64 and float16/bfloat16

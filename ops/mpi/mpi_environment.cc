@@ -118,6 +118,13 @@ void releaseMpi() {
   --p.users;
 }
 
+int mpiThreadsMultipleLevel() {
+  MpiProcess& p = process();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (!p.initialized) return -1;
+  return p.thread_level >= MPI_THREAD_MULTIPLE ? 1 : 0;
+}
+
 MPI_Op halfPrecisionOp(DataType dtype, ReduceOp op) {
   MpiProcess& p = process();
   std::lock_guard<std::mutex> lock(p.mu);

@@ -36,6 +36,9 @@ namespace tutti {
 // transport). Must be balanced by releaseMpi().
 Status acquireMpi();
 void releaseMpi();
+// 1 when MPI runs with MPI_THREAD_MULTIPLE, 0 with a lower thread level, -1
+// before the first successful acquireMpi() of this process.
+int mpiThreadsMultipleLevel();
 
 // The user-defined reduction for float16 or bfloat16 (`dtype`) under `op`
 // (kAverage reduces as kSum). Created once, after acquireMpi(); never freed

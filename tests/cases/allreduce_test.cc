@@ -40,11 +40,14 @@ TEST_P(AllreduceScaleTest, PostscaleTimesSumOfPrescaled) {
     int op_index = 0;
     for (DataType dtype : allDataTypes()) {
       if (dtype == DataType::kBool) continue;
-      // Floats: exact halves. Integers: scaled in float64 and rounded back;
-      // q = 0.4 never meets a tie, and round(0.4·S) differs from truncation.
+      // Floats: exact halves. Integers, as Horovod: each rank's p · x_r in
+      // float64 truncated toward zero before the sum (p = 0.5 drops odd
+      // halves per rank), then q · S truncated (0.4 · S is where truncation
+      // and rounding differ).
       const std::vector<Scales> cases =
-          isFloatingPoint(dtype) ? std::vector<Scales>{{0.5, 3.0}}
-                                 : std::vector<Scales>{{2.0, 1.0}, {1.0, 0.4}, {2.0, 0.4}};
+          isFloatingPoint(dtype)
+              ? std::vector<Scales>{{0.5, 3.0}}
+              : std::vector<Scales>{{2.0, 1.0}, {1.0, 0.4}, {2.0, 0.4}, {0.5, 1.0}, {0.5, 0.4}};
       for (const Scales& scales : cases) {
         SCOPED_TRACE(std::string(dataTypeName(dtype)) + " prescale " +
                      std::to_string(scales.prescale) + " postscale " +
@@ -58,10 +61,14 @@ TEST_P(AllreduceScaleTest, PostscaleTimesSumOfPrescaled) {
         opts.postscale = scales.postscale;
         ASSERT_TRUE(IsOk(allreduceNow(rt, in, out, opts)));
         EXPECT_TRUE(elementsMatch(out, [&](int64_t i) {
+          const bool real = isFloatingPoint(dtype);
           double sum = 0;
-          for (int r = 0; r < size; ++r) sum += scales.prescale * (baseValue(dtype, i) + r);
+          for (int r = 0; r < size; ++r) {
+            const double mine = scales.prescale * (baseValue(dtype, i) + r);
+            sum += real ? mine : std::trunc(mine);
+          }
           const double result = scales.postscale * sum;
-          return isFloatingPoint(dtype) ? result : std::round(result);
+          return real ? result : std::trunc(result);
         }));
       }
     }

@@ -158,6 +158,7 @@ TEST(ControllerTest, JoinedRanksAreNotWaitedForAndJoinCompletes) {
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].kind, Response::Kind::kError);
   EXPECT_NE(ready[0].error_message.find("ranks [1] have joined"), std::string::npos);
+  EXPECT_EQ(ready[0].error_code, StatusCode::kMismatch);
   join.rank = 2;
   ctl.addRequest(join, -1, Clock::now());
   join.rank = 0;

@@ -75,8 +75,8 @@ TEST(RuntimeSmokeTest, AllreduceSumAndAverage) {
     ASSERT_TRUE(rt.wait(h).isOk());
     for (int i = 0; i < 7; ++i) EXPECT_EQ(y[i], static_cast<float>(n * i + n * (n - 1) / 2));
     EXPECT_TRUE(rt.release(h).isOk());
-    // In place, average, int32 with postscale rounding in float64.
-    std::vector<int32_t> v = {10 * (r + 1), 3};
+    // In place, average, int32: the sum divided by 3, truncated (61 / 3 -> 20).
+    std::vector<int32_t> v = {10 * (r + 1) + (r == 0 ? 1 : 0), 3};
     OpOptions avg;
     avg.name = "avg";
     avg.reduce_op = ReduceOp::kAverage;

@@ -125,6 +125,8 @@ TEST(CopyPlanTest, ScaleIsNoopFollowsReduceRules) {
   EXPECT_TRUE(scaleIsNoop(10, DataType::kFloat32, 1.0));
   EXPECT_TRUE(scaleIsNoop(10, DataType::kBool, 0.5));
   EXPECT_FALSE(scaleIsNoop(10, DataType::kInt32, 0.5));
+  EXPECT_FALSE(scaleIsNoop(10, DataType::kInt32, 1.0, 2));  // an average's divisor
+  EXPECT_TRUE(scaleIsNoop(10, DataType::kInt32, 1.0, 1));
   EXPECT_FALSE(scaleIsNoop(1, DataType::kBFloat16, -1.0));
 }
 

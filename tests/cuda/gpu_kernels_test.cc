@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "ops/cuda/cuda_device.h"
@@ -144,12 +145,20 @@ TEST_P(GpuScaleTest, MatchesCpuScaleInPlaceBitForBit) {
   ASSERT_TRUE(ctx);
   const DataType dtype = GetParam();
   const size_t n = 100003;  // prime: a partial last block
-  for (double factor : {0.5, 1.0 / 3.0, -1.25, 3.7, 1e10, 0.0}) {
+  for (const auto& [factor, divisor] : std::vector<std::pair<double, int>>{{0.5, 1},
+                                                                           {1.0 / 3.0, 1},
+                                                                           {-1.25, 1},
+                                                                           {3.7, 1},
+                                                                           {1e10, 1},
+                                                                           {0.0, 1},
+                                                                           {1.0, 2},
+                                                                           {1.0, 3},
+                                                                           {0.5, 7}}) {
     std::vector<uint8_t> expected = scaleInput(dtype, n);
     DeviceMemory buf(expected.size());
     buf.upload(expected);
-    scaleInPlace(expected.data(), n, dtype, factor);
-    ASSERT_TRUE(ctx->scale(buf.get(), n, dtype, factor).isOk());
+    scaleInPlace(expected.data(), n, dtype, factor, divisor);
+    ASSERT_TRUE(ctx->scale(buf.get(), n, dtype, factor, divisor).isOk());
     ASSERT_TRUE(ctx->synchronize().isOk());
     const std::vector<uint8_t> got = buf.download<uint8_t>(expected.size());
     size_t wrong = 0;
@@ -157,7 +166,7 @@ TEST_P(GpuScaleTest, MatchesCpuScaleInPlaceBitForBit) {
       const size_t e = dataTypeSize(dtype);
       if (std::memcmp(got.data() + i * e, expected.data() + i * e, e) != 0) ++wrong;
     }
-    EXPECT_EQ(wrong, 0u) << dataTypeName(dtype) << " x " << factor;
+    EXPECT_EQ(wrong, 0u) << dataTypeName(dtype) << " x " << factor << " / " << divisor;
   }
 }
 

@@ -233,16 +233,16 @@ TEST(ScaleTest, Floats) {
   }
 }
 
-TEST(ScaleTest, IntegersRoundToNearestEvenAndSaturate) {
+TEST(ScaleTest, IntegersTruncateTowardZeroAndSaturate) {
   int8_t a[6] = {100, -100, 3, 5, -3, 7};
   scaleInPlace(a, 2, DataType::kInt8, 2.0);
   EXPECT_EQ(a[0], 127);
   EXPECT_EQ(a[1], -128);
-  scaleInPlace(a + 2, 4, DataType::kInt8, 0.5);  // 1.5 2.5 -1.5 3.5
-  EXPECT_EQ(a[2], 2);
+  scaleInPlace(a + 2, 4, DataType::kInt8, 0.5);  // 1.5 2.5 -1.5 3.5, as Horovod: truncated
+  EXPECT_EQ(a[2], 1);
   EXPECT_EQ(a[3], 2);
-  EXPECT_EQ(a[4], -2);
-  EXPECT_EQ(a[5], 4);
+  EXPECT_EQ(a[4], -1);
+  EXPECT_EQ(a[5], 3);
   uint8_t u[2] = {10, 200};
   scaleInPlace(u, 1, DataType::kUInt8, -1.0);
   EXPECT_EQ(u[0], 0);
@@ -253,13 +253,35 @@ TEST(ScaleTest, IntegersRoundToNearestEvenAndSaturate) {
   EXPECT_EQ(big[0], std::numeric_limits<int64_t>::max());
   EXPECT_EQ(big[1], std::numeric_limits<int64_t>::min());
   EXPECT_EQ(big[2], 4000);
-  int32_t i32[2] = {7, -7};
-  scaleInPlace(i32, 2, DataType::kInt32, 1.0 / 3.0);
+  int32_t i32[2] = {8, -8};
+  scaleInPlace(i32, 2, DataType::kInt32, 1.0 / 3.0);  // 2.67 -> 2, -2.67 -> -2
   EXPECT_EQ(i32[0], 2);
   EXPECT_EQ(i32[1], -2);
   uint8_t flags[2] = {0, 1};
   scaleInPlace(flags, 2, DataType::kBool, 0.0);
   EXPECT_EQ(flags[1], 1);
+}
+
+// An average: the sum divided by the number of ranks, truncated toward zero.
+TEST(ScaleTest, IntegerDivisorTruncatesAndKeepsExactMultiples) {
+  int32_t s[6] = {75, -75, 49, -49, 98, 7};
+  scaleInPlace(s, 2, DataType::kInt32, 1.0, 2);
+  EXPECT_EQ(s[0], 37);
+  EXPECT_EQ(s[1], -37);
+  // 49 * (1.0 / 49) is 0.99999999999999989 in float64; 49 / 49 is 1.
+  scaleInPlace(s + 2, 3, DataType::kInt32, 1.0, 49);
+  EXPECT_EQ(s[2], 1);
+  EXPECT_EQ(s[3], -1);
+  EXPECT_EQ(s[4], 2);
+  scaleInPlace(s + 5, 1, DataType::kInt32, 3.0, 2);  // postscale 3 of an average over 2
+  EXPECT_EQ(s[5], 10);
+  int64_t big = (int64_t{1} << 53) + 2;  // divisor only: exact in float64 here
+  scaleInPlace(&big, 1, DataType::kInt64, 1.0, 2);
+  EXPECT_EQ(big, (int64_t{1} << 52) + 1);
+  float f[2] = {3.0f, -1.0f};
+  scaleInPlace(f, 2, DataType::kFloat32, 3.0, 2);
+  EXPECT_EQ(f[0], 4.5f);
+  EXPECT_EQ(f[1], -1.5f);
 }
 
 }  // namespace

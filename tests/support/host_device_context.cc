@@ -61,8 +61,9 @@ Status HostDeviceContext::fillZero(void* dst, size_t bytes) {
   return Status::ok();
 }
 
-Status HostDeviceContext::scale(void* buf, size_t count, DataType dtype, double factor) {
-  scaleInPlace(buf, count, dtype, factor);
+Status HostDeviceContext::scale(void* buf, size_t count, DataType dtype, double factor,
+                                int divisor) {
+  scaleInPlace(buf, count, dtype, factor, divisor);
   return Status::ok();
 }
 
