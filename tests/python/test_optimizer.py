@@ -69,7 +69,7 @@ def test_backward_passes_per_step_accumulates_locally():
     sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.05)  # noqa: E731
     # Two local passes of half a shard each: the summed gradient is twice the
     # gradient of the shard's mean loss.
-    reference = reference_training(model, 3, s, sgd, loss_scale=2.0)
+    reference = reference_training(model, 4, s, sgd, loss_scale=2.0)
     opt = hvd.DistributedOptimizer(sgd(model), named_parameters=model.named_parameters(),
                                    backward_passes_per_step=2)
     half = ROWS_PER_RANK // 2
@@ -80,6 +80,13 @@ def test_backward_passes_per_step_accumulates_locally():
             rows = slice(ROWS_PER_RANK * r + k * half, ROWS_PER_RANK * r + (k + 1) * half)
             F.mse_loss(model(x[rows]), y[rows]).backward()
         opt.step()
+    # Horovod's set_backward_passes_per_step: one pass (of the doubled loss) per step now.
+    opt.set_backward_passes_per_step(1)
+    x, y = global_batch(3, s)
+    mine = slice(ROWS_PER_RANK * r, ROWS_PER_RANK * (r + 1))
+    opt.zero_grad()
+    (F.mse_loss(model(x[mine]), y[mine]) * 2.0).backward()
+    opt.step()
     assert torch.allclose(flat(model), flat(reference), rtol=1e-5, atol=1e-6)
 
 
@@ -143,15 +150,19 @@ def test_allgather_object():
 def test_different_compression_on_ranks_is_a_mismatch_not_a_hang(specs):
     """Top-k changes which tensors the optimizer exchanges (updates, small
     tensors whole), so ranks that differ would wait for each other forever;
-    the optimizer checks first and names every rank's choice."""
+    the optimizer checks first and names every rank's choice. The check is
+    made at construction (the one place every rank reaches in the same
+    order: a check in the first gradient hook deadlocks two optimizers whose
+    backward order differs by rank), so the construction is inside raises."""
     if hvd.size() < 2:
         pytest.skip("needs 2 ranks")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(20, 3000), nn.Linear(3000, 2))
     spec = specs[0] if hvd.rank() == 0 else specs[1]
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                   named_parameters=model.named_parameters(), compression=spec)
     with pytest.raises(hvd.MismatchError) as info:
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters(),
+                                       compression=spec)
         opt.zero_grad()
         model(torch.randn(4, 20)).sum().backward()
         opt.step()

@@ -119,6 +119,10 @@ _OPTIONAL_SIGNATURES = {
     "tutti_get_compression_residuals": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t,
                                                        ctypes.POINTER(ctypes.c_size_t)]),
     "tutti_set_compression_residuals": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]),
+    # Build and state queries (tutti.basics: nccl_built, mpi_enabled, ...).
+    "tutti_nccl_version": (ctypes.c_int, []),
+    "tutti_backend": (ctypes.c_char_p, []),
+    "tutti_mpi_threads_supported": (ctypes.c_int, []),
 }
 
 _lock = threading.Lock()

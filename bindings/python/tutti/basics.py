@@ -8,17 +8,32 @@ import atexit
 import os
 
 from tutti import _library
-from tutti.errors import NotInitializedError
+from tutti.errors import InvalidArgumentError, NotInitializedError
 
 
-def init():
+def init(comm=None, process_sets=None):
     """Joins the job described by the TUTTI_* environment variables.
 
     Blocks until every rank connected (at most TUTTI_TIMEOUT_SECONDS). Calling
     it again while initialised does nothing; after shutdown() it starts anew.
     Raises InvalidArgumentError for a bad setting (naming the variable and the
     accepted range), WaitTimeoutError naming ranks that never arrived, TuttiIOError.
+
+    comm and process_sets are Horovod's parameters: tutti takes the job's
+    ranks from its launcher, not from an MPI communicator or a list of ranks,
+    and has only the global process set, so each must be None (process_sets
+    may also be an empty list); anything else raises InvalidArgumentError
+    before joining, on the rank that passed it.
     """
+    if comm is not None:
+        raise InvalidArgumentError(
+            "init(comm=%r): tutti takes its ranks from the launcher (tuttirun, mpirun, "
+            "srun); an MPI communicator or a list of ranks is not accepted, pass comm=None"
+            % (comm,), 1)
+    if process_sets is not None and process_sets != []:
+        raise InvalidArgumentError(
+            "init(process_sets=%r): tutti has only the global process set; pass None" %
+            (process_sets,), 1)
     lib = _library.load()
     _library.check(lib.tutti_init())
     _register_atexit()
@@ -98,19 +113,92 @@ def built_with(feature):
 
 
 def tcp_built():
+    """True: the tcp backend is always built."""
     return built_with("tcp")
 
 
 def mpi_built():
+    """True when libtutti was built with the mpi backend (Open MPI)."""
     return built_with("mpi")
 
 
 def nccl_built():
-    return built_with("nccl")
+    """The NCCL_VERSION_CODE libtutti was built with (e.g. 22809 for NCCL
+    2.28.9; truthy) or 0 without NCCL, as Horovod's nccl_built()."""
+    return int(_library.function("tutti_nccl_version")())
 
 
 def cuda_built():
+    """True when libtutti was built with CUDA tensor support."""
     return built_with("cuda")
+
+
+def gloo_built():
+    """True: tutti's tcp backend (always built) plays the role of Horovod's
+    Gloo: collectives and negotiation over TCP without MPI."""
+    return tcp_built()
+
+
+def rocm_built():
+    """False: tutti has no ROCm support."""
+    return False
+
+
+def ccl_built():
+    """False: tutti has no oneCCL support."""
+    return False
+
+
+def ddl_built():
+    """False: tutti has no IBM DDL support."""
+    return False
+
+
+def _backend():
+    """The running runtime's backend ("tcp", "mpi", "nccl"), None when not initialised."""
+    name = _library.function("tutti_backend")()
+    return name.decode() if name is not None else None
+
+
+def mpi_enabled():
+    """True when tutti is initialised on the mpi backend (TUTTI_BACKEND=mpi,
+    or under mpirun), as Horovod's: MPI runs the controller. False before
+    init() and on the other backends."""
+    return _backend() == "mpi"
+
+
+def gloo_enabled():
+    """True when tutti is initialised on its tcp controller (the tcp backend,
+    or nccl, whose negotiation and host tensors go over tcp): Horovod's Gloo
+    mode. False before init() and on the mpi backend."""
+    return _backend() in ("tcp", "nccl")
+
+
+def mpi_threads_supported():
+    """Whether MPI runs with MPI_THREAD_MULTIPLE, so that the script may call
+    MPI (e.g. mpi4py) while tutti runs. As Horovod's: ValueError when MPI is
+    not enabled (mpi_enabled() is False, also before init())."""
+    if not mpi_enabled():
+        raise ValueError("tutti MPI is not enabled: initialise under mpirun or with "
+                         "TUTTI_BACKEND=mpi (mpi_enabled() is False)")
+    supported = _library.function("tutti_mpi_threads_supported")()
+    if supported < 0:
+        raise NotInitializedError("tutti has not been initialized; use init()", 7)
+    return bool(supported)
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks, i.e. size() ==
+    local_size() * cross_size() (cross_size() is the number of hosts). Each
+    rank judges from its own host's count: with uneven hosts a rank on a host
+    of exactly size() / cross_size() ranks also says True. False before
+    init(), as Horovod's."""
+    if not is_initialized():
+        return False
+    try:
+        return size() == local_size() * cross_size()
+    except NotInitializedError:  # shut down in between
+        return False
 
 
 def library_version():

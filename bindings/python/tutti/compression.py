@@ -27,48 +27,103 @@ Compression applies to Sum/Average of floating-point tensors; integer and bool
 tensors and other ops pass through. compression=None means the job's default
 (TUTTI_COMPRESSION, `tuttirun --compression`, itself "none" by default).
 
-Horovod compatibility: a Compressor also has the static-looking
-compress(tensor) -> (tensor, ctx) and decompress(tensor, ctx) of Horovod's
-interface; for these native compressors both are the identity, because the
-compression happens inside tutti. A user-defined Horovod-style compressor
-(any object with compress/decompress and no `spec`) still works: it runs in
-Python around an uncompressed allreduce.
+Horovod compatibility (horovod.torch.compression 0.28.1): Compressor is
+Horovod's interface, static compress(tensor) -> (tensor, ctx) and
+decompress(tensor, ctx) -> tensor. Compression.none, .fp16 and .bf16 are such
+classes (NoneCompressor, FP16Compressor, BF16Compressor): called directly,
+fp16/bf16 cast floating-point tensors to float16/bfloat16 (ctx: the original
+dtype) and back, as Horovod's FP16Compressor; passed as compression= they run
+as tutti's C++ stage instead (their `spec`). topk(...) and int8(...) return
+NativeCompressor objects (compress/decompress: the identity; the work happens
+inside tutti). Any other compressor (a Compressor subclass, or any object
+with compress and decompress) runs in Python around an uncompressed
+allreduce, as in Horovod.
 """
 
 
 class Compressor:
-    """A compressor of tutti's C++ stage, named by its spec string ("topk:0.01")."""
+    """Horovod's interface for compressing and decompressing a tensor. Subclass
+    it with static compress(tensor) -> (tensor, ctx) and decompress(tensor,
+    ctx) -> tensor; pass the class (or an instance) as compression=."""
+
+    @staticmethod
+    def compress(tensor):
+        """Returns (the tensor to send, the context decompress needs)."""
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        """Returns the received tensor restored with ctx."""
+        del ctx
+        return tensor
+
+
+class NoneCompressor(Compressor):
+    """No compression (Horovod's NoneCompressor); spec "none"."""
+
+    spec = "none"
+
+
+class _CastCompressor(Compressor):
+    """Casts floating-point tensors to torch.<_dtype> and back (ctx: the
+    original dtype); other tensors pass through."""
+
+    _dtype = None
+
+    @classmethod
+    def compress(cls, tensor):
+        import torch
+        if tensor.dtype.is_floating_point:
+            return tensor.to(getattr(torch, cls._dtype)), tensor.dtype
+        return tensor, tensor.dtype
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor.to(ctx) if ctx is not None and ctx.is_floating_point else tensor
+
+
+class FP16Compressor(_CastCompressor):
+    """Floating-point tensors as float16 (Horovod's FP16Compressor); spec "fp16"."""
+
+    spec = "fp16"
+    _dtype = "float16"
+
+
+class BF16Compressor(_CastCompressor):
+    """Floating-point tensors as bfloat16 (tutti's; Horovod has none); spec "bf16"."""
+
+    spec = "bf16"
+    _dtype = "bfloat16"
+
+
+_NATIVE_CLASSES = (NoneCompressor, FP16Compressor, BF16Compressor)
+
+
+class NativeCompressor(Compressor):
+    """A compressor of tutti's C++ stage, named by its spec string ("topk:0.01").
+    compress/decompress are the identity (tutti compresses inside)."""
 
     __slots__ = ("spec",)
 
     def __init__(self, spec):
         self.spec = str(spec)
 
-    def compress(self, tensor):
-        """Horovod's interface: the identity (tutti compresses inside)."""
-        return tensor, None
-
-    def decompress(self, tensor, ctx):
-        """Horovod's interface: the identity (tutti decompresses inside)."""
-        del ctx
-        return tensor
-
     def __eq__(self, other):
-        return isinstance(other, Compressor) and other.spec == self.spec
+        return isinstance(other, NativeCompressor) and other.spec == self.spec
 
     def __hash__(self):
         return hash(self.spec)
 
     def __repr__(self):
-        return "Compressor(%r)" % self.spec
+        return "NativeCompressor(%r)" % self.spec
 
 
 class Compression:
     """The compressors: Compression.none, .fp16, .bf16, .topk(ratio), .int8(block=256)."""
 
-    none = Compressor("none")
-    fp16 = Compressor("fp16")
-    bf16 = Compressor("bf16")
+    none = NoneCompressor
+    fp16 = FP16Compressor
+    bf16 = BF16Compressor
 
     @staticmethod
     def topk(ratio, warmup=0):
@@ -84,25 +139,27 @@ class Compression:
             raise ValueError("topk warmup must be an integer in [0, 999999999], got %r"
                              % (warmup,))
         if warmup:
-            return Compressor("topk:%r:warmup=%d" % (ratio, warmup))
-        return Compressor("topk:%r" % ratio)
+            return NativeCompressor("topk:%r:warmup=%d" % (ratio, warmup))
+        return NativeCompressor("topk:%r" % ratio)
 
     @staticmethod
     def int8(block=256):
         """int8 quantisation with a scale per `block` entries (1..16777216), error feedback."""
         if int(block) != block or not 1 <= block <= 1 << 24:
             raise ValueError("int8 block must be an integer in [1, 16777216], got %r" % (block,))
-        return Compressor("int8:%d" % block)
+        return NativeCompressor("int8:%d" % block)
 
 
 def native_spec(compression):
     """(spec or None, python_compressor or None) for a compression= argument:
-    None -> (None, None): the job default; a native Compressor -> (its spec,
-    None); a spec string -> (it, None); any other object with compress and
-    decompress -> (None, it), run in Python."""
+    None -> (None, None): the job default; Compression.none/fp16/bf16 or a
+    NativeCompressor -> (its spec, None); a spec string -> (it, None); any
+    other object with compress and decompress (a Compressor subclass or
+    instance, even one derived from FP16Compressor) -> (None, it), run in
+    Python."""
     if compression is None:
         return None, None
-    if isinstance(compression, Compressor):
+    if type(compression) is NativeCompressor or any(compression is c for c in _NATIVE_CLASSES):
         return compression.spec, None
     if isinstance(compression, str):
         return compression, None

@@ -3,6 +3,18 @@
 Every error of the C API (a tutti_status code with a message) becomes an
 instance of a TuttiError subclass chosen by the code; str(error) is the core's
 message, error.code the numeric tutti_status.
+
+The classes also derive from what Horovod users catch (horovod/common/
+exceptions.py, and Horovod raising ValueError for bad arguments): errors of a
+failed collective (MismatchError, PeerLostError, StalledError, ShutdownError)
+are HorovodInternalError (a RuntimeError); InvalidArgumentError,
+DuplicateNameError and NotInitializedError are ValueError;
+HostsUpdatedInterrupt is Horovod's.
+
+Elastic training (tutti.elastic.run_fn) restores and resets on PeerLostError
+only, not on every HorovodInternalError as Horovod's run_fn does: a mismatch
+or a stall is a bug of the script and would fail again in the next
+generation, and a ShutdownError there is the driver ending the job.
 """
 
 
@@ -18,25 +30,31 @@ class TuttiError(RuntimeError):
             self.code = code
 
 
+class HorovodInternalError(RuntimeError):
+    """A collective failed (Horovod's name, horovod.common.exceptions): the base
+    of MismatchError, PeerLostError, StalledError and ShutdownError, so that
+    ``except hvd.HorovodInternalError`` catches every failed-collective error."""
+
+
 class InvalidArgumentError(TuttiError, ValueError):
     """Bad input from this rank's caller (shape, dtype, splits, settings)."""
 
     code = 1
 
 
-class MismatchError(TuttiError):
+class MismatchError(TuttiError, HorovodInternalError):
     """Ranks submitted incompatible requests for one tensor name."""
 
     code = 2
 
 
-class PeerLostError(TuttiError):
+class PeerLostError(TuttiError, HorovodInternalError):
     """A peer died or its connection broke; the job cannot go on."""
 
     code = 3
 
 
-class ShutdownError(TuttiError):
+class ShutdownError(TuttiError, HorovodInternalError):
     """The runtime was shut down while the op was pending."""
 
     code = 4
@@ -48,19 +66,20 @@ class WaitTimeoutError(TuttiError, TimeoutError):
     code = 5
 
 
-class StalledError(TuttiError):
+class StalledError(TuttiError, HorovodInternalError):
     """Stall shutdown: some ranks never submitted the tensor."""
 
     code = 6
 
 
-class NotInitializedError(TuttiError):
-    """init() has not been called (or shutdown() was)."""
+class NotInitializedError(TuttiError, ValueError):
+    """init() has not been called (or shutdown() was). A ValueError too, as
+    Horovod's "Horovod has not been initialized; use hvd.init()"."""
 
     code = 7
 
 
-class DuplicateNameError(TuttiError):
+class DuplicateNameError(TuttiError, ValueError):
     """A tensor of that name is already in flight on this rank."""
 
     code = 8
@@ -92,6 +111,25 @@ class HostsUpdatedInterrupt(RuntimeError):
     def __init__(self, skip_sync=False):
         super().__init__("hosts were added to or removed from the elastic job")
         self.skip_sync = skip_sync
+
+
+def get_version_mismatch_message(name, version, installed_version):
+    """Horovod's message for a framework whose version changed since the build."""
+    return ("Framework %s installed with version %s but found version %s. This can result "
+            "in unexpected behavior including runtime errors." % (name, installed_version,
+                                                                  version))
+
+
+class HorovodVersionMismatchError(ImportError):
+    """Horovod's error for a framework version that differs from the one at
+    installation (tutti loads libtutti with ctypes and never raises it; defined
+    for code that names it)."""
+
+    def __init__(self, name, version, installed_version):
+        super().__init__(get_version_mismatch_message(name, version, installed_version))
+        self.name = name
+        self.version = version
+        self.installed_version = installed_version
 
 
 _BY_CODE = {

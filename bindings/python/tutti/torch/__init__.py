@@ -8,16 +8,24 @@ and tutti.torch.sync_batch_norm.SyncBatchNorm.
 """
 
 from tutti.basics import (
+    ccl_built,
     cross_rank,
     cross_size,
     cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
     init,
+    is_homogeneous,
     is_initialized,
     local_rank,
     local_size,
     mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
     nccl_built,
     rank,
+    rocm_built,
     shutdown,
     size,
     start_timeline,
@@ -25,6 +33,7 @@ from tutti.basics import (
 )
 from tutti.errors import (
     DuplicateNameError,
+    HorovodInternalError,
     HostsUpdatedInterrupt,
     InternalError,
     InvalidArgumentError,
@@ -83,10 +92,8 @@ from tutti.torch.grouped import (
     grouped_reducescatter_async,
 )
 from tutti.torch.optimizer import DistributedOptimizer
+from tutti.torch.sparse import SparseHandle, sparse_allreduce, sparse_allreduce_async
 from tutti.torch.sync_batch_norm import SyncBatchNorm
-
-# Horovod's name for the error raised when a peer is lost (elastic catches it).
-HorovodInternalError = PeerLostError
 
 # hvd.elastic: TorchState, ElasticSampler, run (imports the modules above).
 from tutti.torch import elastic  # noqa: E402

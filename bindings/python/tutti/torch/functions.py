@@ -1,68 +1,20 @@
-"""Higher-level helpers over the collectives (Horovod's torch.functions) and the
-autograd Functions that make allreduce/allgather/broadcast differentiable.
+"""Higher-level helpers over the collectives (Horovod's torch.functions). The
+autograd Functions of the collectives are in tutti.torch.autograd.
 
 Thread-safety: like the ops, callable from any thread, but each helper issues
 several collectives in order; concurrent helpers on one rank must not
 interleave differently on different ranks (give them distinct names).
 """
 
-import io
 import pickle
+import threading
 
 import torch
 
-from tutti.basics import rank, size
+from tutti import elastic
+from tutti.basics import rank
 from tutti.errors import InvalidArgumentError
 from tutti.torch import ops
-
-
-class AllreduceFunction(torch.autograd.Function):
-    """allreduce with a gradient: d(out)/d(in) is the same allreduce of grad."""
-
-    @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, compression=None):
-        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
-        ctx.compression = compression
-        return ops.synchronize(ops.allreduce_async(tensor, None, name, op, prescale_factor,
-                                                   postscale_factor, None, compression))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        grad = ops.synchronize(ops.allreduce_async(grad_output.contiguous(), None, None, ctx.op,
-                                                   ctx.pre, ctx.post, None, ctx.compression))
-        return grad, None, None, None, None, None
-
-
-class AllgatherFunction(torch.autograd.Function):
-    """allgather with a gradient: this rank's rows of the summed output gradient."""
-
-    @staticmethod
-    def forward(ctx, tensor, name):
-        ctx.dim0 = tensor.shape[0]
-        return ops.synchronize(ops.allgather_async(tensor, name))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        grad_reduced = ops.synchronize(ops.allreduce_async(grad_output.contiguous(), op=ops.Sum))
-        dims = ops.synchronize(ops.allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64)))
-        offset = int(dims[: rank()].sum())
-        return grad_reduced.narrow(0, offset, ctx.dim0), None
-
-
-class BroadcastFunction(torch.autograd.Function):
-    """broadcast with a gradient: the summed output gradient on the root, 0 elsewhere."""
-
-    @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        ctx.root_rank = root_rank
-        return ops.synchronize(ops.broadcast_async(tensor, root_rank, name))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        grad = ops.synchronize(ops.allreduce_async(grad_output.contiguous(), op=ops.Sum))
-        if rank() != ctx.root_rank:
-            grad.zero_()
-        return grad, None, None
 
 
 def broadcast_parameters(params, root_rank=0, process_set=None):
@@ -92,14 +44,15 @@ def broadcast_parameters(params, root_rank=0, process_set=None):
 def _describe_state(optimizer):
     """Root's state as a picklable description: per-group options, and per
     parameter index (in param_group order) each state entry as ("tensor",
-    shape, dtype) or ("value", value)."""
+    shape, dtype, on the parameter's device) or ("value", value)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     state = {}
     for index, p in enumerate(params):
         entries = {}
         for key, value in optimizer.state.get(p, {}).items():
             if torch.is_tensor(value):
-                entries[key] = ("tensor", tuple(value.shape), value.dtype)
+                entries[key] = ("tensor", tuple(value.shape), value.dtype,
+                                value.device == p.device)
             else:
                 entries[key] = ("value", value)
         if entries:
@@ -108,14 +61,52 @@ def _describe_state(optimizer):
     return {"groups": groups, "state": state, "num_params": len(params)}
 
 
+def _shape_like_root(optimizer, desc, params):
+    """Makes the optimizer's options and state entries those of root's
+    description `desc`: options set, values copied, entries and parameter
+    states root lacks removed, tensors allocated where missing or different.
+    Returns the [(name, tensor)] to broadcast from root, in order."""
+    for group, options in zip(optimizer.param_groups, desc["groups"]):
+        for key in [k for k in group if k != "params" and k not in options]:
+            del group[key]
+        group.update(options)
+    tensors = []
+    for index, p in enumerate(params):
+        entries = desc["state"].get(index)
+        if entries is None:
+            optimizer.state.pop(p, None)
+            continue
+        local = optimizer.state[p]
+        for key in [k for k in local if k not in entries]:
+            del local[key]
+        for key in sorted(entries, key=str):
+            entry = entries[key]
+            if entry[0] == "value":
+                local[key] = entry[1]
+                continue
+            _, shape, dtype, on_param_device = entry
+            device = p.device if on_param_device else torch.device("cpu")
+            tensor = local.get(key)
+            if (not torch.is_tensor(tensor) or tuple(tensor.shape) != shape
+                    or tensor.dtype != dtype or tensor.device != device):
+                tensor = torch.zeros(shape, dtype=dtype, device=device)
+                local[key] = tensor
+            tensors.append(("opt.%d.%s" % (index, key), tensor))
+    return tensors
+
+
 def broadcast_optimizer_state(optimizer, root_rank=0, process_set=None):
     """Makes every rank's optimizer state equal to root_rank's: every
     param_group option (lr, momentum, ...) and every per-parameter entry
     (momentum buffers, Adam's moments and step counts). Tensors are broadcast
     in place (allocated where a rank lacks them); other values through
-    broadcast_object. Parameters and root's state are not changed; a fresh
-    optimizer stays fresh (no step is taken). Every rank must have the same
-    parameter layout. Works for a DistributedOptimizer too."""
+    broadcast_object; what root does not have (a parameter's whole state, or
+    one entry) is removed, so that a rank that stepped before takes its next
+    step as root does. Parameters and root's state are not changed; a fresh
+    optimizer stays fresh (no step is taken, unlike Horovod, whose stepping
+    with zero gradients to create the state counts a step and applies weight
+    decay). Every rank must have the same parameter layout. Works for a
+    DistributedOptimizer too."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     desc = broadcast_object(_describe_state(optimizer), root_rank, name="opt.state.desc",
@@ -126,64 +117,89 @@ def broadcast_optimizer_state(optimizer, root_rank=0, process_set=None):
             "broadcast_optimizer_state: rank %d has %d parameters in %d groups, root rank %d has "
             "%d in %d" % (rank(), len(params), len(optimizer.param_groups), root_rank,
                           desc["num_params"], len(desc["groups"])), 1)
-    for group, options in zip(optimizer.param_groups, desc["groups"]):
-        group.update(options)
-    handles = []
-    for index in sorted(desc["state"]):
-        p = params[index]
-        local = optimizer.state[p]
-        for key in sorted(desc["state"][index], key=str):
-            entry = desc["state"][index][key]
-            if entry[0] == "value":
-                local[key] = entry[1]
-                continue
-            _, shape, dtype = entry
-            tensor = local.get(key)
-            if not torch.is_tensor(tensor) or tuple(tensor.shape) != shape or tensor.dtype != dtype:
-                tensor = torch.zeros(shape, dtype=dtype)
-                local[key] = tensor
-            handles.append(ops.broadcast_async_(tensor, root_rank, "opt.%d.%s" % (index, key),
-                                                process_set))
+    handles = [ops.broadcast_async_(tensor, root_rank, name, process_set)
+               for name, tensor in _shape_like_root(optimizer, desc, params)]
     for h in handles:
         ops.synchronize(h)
 
 
+_unnamed = {"generation": None, "calls": 0}  # this rank's unnamed object collectives
+_unnamed_lock = threading.Lock()
+
+
+def _object_name(kind, name):
+    """`name`, or for name=None "<kind>.noname.<n>": n counts this rank's
+    unnamed broadcast_object/allgather_object calls (since import, or in an
+    elastic job since it joined the current generation). Every rank makes the
+    same calls in the same order, so n agrees whatever objects the ranks pass.
+    (Horovod names them after type(obj), which hangs when the types differ:
+    the root passing its dict as "dict.sz", the others None as "NoneType.sz".)"""
+    if name is not None:
+        return str(name)
+    generation = elastic.generation()
+    with _unnamed_lock:
+        if _unnamed["generation"] != generation:
+            _unnamed.update(generation=generation, calls=0)
+        n = _unnamed["calls"]
+        _unnamed["calls"] = n + 1
+    return "%s.noname.%d" % (kind, n)
+
+
+def _pickled(obj):
+    """(uint8 payload, signed length, error): obj's pickle and its length, or
+    for an object that cannot be pickled the error's text, minus its length,
+    and the error, so that the other ranks learn of it through the collective."""
+    try:
+        data, error = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), None
+    except Exception as e:  # whatever pickling raises (a __reduce__ may raise anything)
+        data, error = ("%s: %s" % (type(e).__name__, e)).encode("utf-8", "replace"), e
+    payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return payload, -len(data) if error else len(data), error
+
+
+def _payloads(kind, ranks, lengths, raw, error):
+    """The pickles of `ranks`, concatenated in `raw` with these signed lengths.
+    Raises InvalidArgumentError, the same on every rank, naming each rank that
+    could not pickle its object and why (chained to this rank's error)."""
+    chunks, offset = [], 0
+    for n in lengths:
+        chunks.append(raw[offset:offset + abs(n)])
+        offset += abs(n)
+    failed = ["rank %d (%s)" % (r, c.decode("utf-8", "replace"))
+              for r, n, c in zip(ranks, lengths, chunks) if n < 0]
+    if failed:
+        raise InvalidArgumentError("%s: could not pickle the object of %s"
+                                   % (kind, ", ".join(failed)), 1) from error
+    return chunks
+
+
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
-    """Returns root_rank's `obj` on every rank (pickled; any picklable object).
-    Root returns its own object unchanged. name defaults to the type's name."""
-    name = name or type(obj).__name__
-    if rank() == root_rank:
-        buf = io.BytesIO()
-        pickle.dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
-        payload = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
-        length = torch.tensor([payload.numel()], dtype=torch.int64)
-        ops.broadcast_(length, root_rank, name + ".len", process_set)
-    else:
-        length = torch.zeros(1, dtype=torch.int64)
-        ops.broadcast_(length, root_rank, name + ".len", process_set)
-        payload = torch.empty(int(length.item()), dtype=torch.uint8)
+    """Returns root_rank's `obj` on every rank (pickled; the others' obj is
+    ignored, e.g. None). Root returns its own object unchanged. name: see
+    _object_name (None: generated, the same on every rank whatever the
+    objects). An object that root cannot pickle raises InvalidArgumentError on
+    every rank; later collectives work."""
+    name = _object_name("broadcast_object", name)
+    is_root = rank() == root_rank
+    payload, n, error = _pickled(obj) if is_root else (None, 0, None)
+    length = torch.tensor([n], dtype=torch.int64)
+    ops.broadcast_(length, root_rank, name + ".len", process_set)
+    n = int(length.item())
+    if not is_root:
+        payload = torch.empty(abs(n), dtype=torch.uint8)
     ops.broadcast_(payload, root_rank, name + ".data", process_set)
-    if rank() == root_rank:
-        return obj
-    return pickle.loads(payload.numpy().tobytes())
+    chunk = _payloads("broadcast_object", [root_rank], [n], payload.numpy().tobytes(), error)[0]
+    return obj if is_root else pickle.loads(chunk)
 
 
 def allgather_object(obj, name=None, process_set=None):
-    """Returns the list of every rank's `obj` (pickled), in rank order."""
-    name = name or type(obj).__name__
-    payload = torch.frombuffer(bytearray(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)),
-                               dtype=torch.uint8)
-    lengths = ops.allgather(torch.tensor([payload.numel()], dtype=torch.int64), name + ".len",
-                            process_set)
-    data = ops.allgather(payload, name + ".data", process_set)
-    if data.numel() != int(lengths.sum()):
-        raise InvalidArgumentError("allgather_object: %d bytes gathered, %d announced"
-                                   % (data.numel(), int(lengths.sum())), 1)
-    out, offset = [], 0
-    raw = data.numpy().tobytes()
-    for n in lengths.tolist():
-        out.append(pickle.loads(raw[offset:offset + n]))
-        offset += n
-    if len(out) != size():
-        raise InvalidArgumentError("allgather_object: %d objects for %d ranks" % (len(out), size()), 1)
-    return out
+    """Returns the list of every rank's `obj` (pickled), in rank order. name:
+    as broadcast_object's. An object that a rank cannot pickle raises
+    InvalidArgumentError on every rank, naming the ranks; later collectives work."""
+    name = _object_name("allgather_object", name)
+    payload, n, error = _pickled(obj)
+    lengths = ops.allgather(torch.tensor([n], dtype=torch.int64), name + ".len", process_set)
+    raw = ops.allgather(payload, name + ".data", process_set).numpy().tobytes()
+    lengths = lengths.tolist()
+    return [pickle.loads(c) for c in _payloads("allgather_object", range(len(lengths)), lengths,
+                                               raw, error)]

@@ -4,9 +4,6 @@ before any is waited for, one handle for the group. Shapes, dtypes, names,
 errors: as tutti.torch.ops.allgather_async / reducescatter_async, per tensor.
 """
 
-import torch
-
-from tutti.compression import native_spec
 from tutti.errors import InvalidArgumentError
 from tutti.torch.ops import (
     _check_process_set,
@@ -17,7 +14,6 @@ from tutti.torch.ops import (
     _op_code,
     _output_tensor,
     _register,
-    synchronize,
 )
 
 
@@ -28,11 +24,6 @@ def _group_inputs(tensors, what):
     for i, t in enumerate(tensors):
         _check_tensor(t, "tensors[%d]" % i)
     return [_contiguous(t) for t in tensors]
-
-
-def _detached(tensors):
-    """For the blocking forms (no autograd); non-tensors are left for the checks."""
-    return [t.detach() if torch.is_tensor(t) else t for t in tensors]
 
 
 def _member_name(name, i):
@@ -55,12 +46,15 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
-    """Blocking grouped_allgather_async; returns the list of gathered tensors."""
-    return synchronize(grouped_allgather_async(_detached(tensors), name, process_set))
+    """Blocking grouped_allgather_async; returns the list of gathered tensors.
+    Differentiable (tutti.torch.autograd: Horovod's gradients)."""
+    from tutti.torch import autograd
+
+    return autograd.allgather(tensors, True, name, process_set)
 
 
-def grouped_reducescatter_async(tensors, name=None, op=None, prescale_factor=1.0,
-                                postscale_factor=1.0, process_set=None):
+def grouped_reducescatter_async(tensors, name=None, op=None, process_set=None,
+                                prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter of each tensor of a list (Horovod's
     grouped_reducescatter_async), each as reducescatter_async with the same
     op and scale factors, all enqueued before any is waited for; tensor i is
@@ -77,20 +71,14 @@ def grouped_reducescatter_async(tensors, name=None, op=None, prescale_factor=1.0
                      lambda hs: [_output_tensor(h, t.device) for h, t in zip(hs, inputs)])
 
 
-def grouped_reducescatter(tensors, name=None, compression=None, op=None, prescale_factor=1.0,
-                          postscale_factor=1.0, process_set=None):
+def grouped_reducescatter(tensors, name=None, compression=None, op=None, process_set=None,
+                          prescale_factor=1.0, postscale_factor=1.0):
     """Blocking grouped_reducescatter_async; returns the list of outputs.
     compression: as tutti.torch.reducescatter (a tutti.Compression member or
     None leaves it uncompressed; a Horovod-style Python compressor runs
-    around each tensor)."""
-    _, python_side = native_spec(compression)
-    tensors = _detached(tensors)
-    contexts = [None] * len(tensors)
-    if python_side is not None:
-        pairs = [python_side.compress(t) for t in tensors]
-        tensors, contexts = [p[0] for p in pairs], [p[1] for p in pairs]
-    outs = synchronize(grouped_reducescatter_async(tensors, name, op, prescale_factor,
-                                                   postscale_factor, process_set))
-    if python_side is None:
-        return outs
-    return [python_side.decompress(o, c) for o, c in zip(outs, contexts)]
+    around each tensor). Differentiable (tutti.torch.autograd)."""
+    from tutti.torch import autograd
+
+    return autograd.reducescatter(tensors, True, name, compression, op=_op_code(op),
+                                  prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor, process_set=process_set)

@@ -34,6 +34,7 @@ from tutti import _library
 from tutti.basics import built_with
 from tutti.compression import Compression, native_spec
 from tutti.errors import InvalidArgumentError, error_for
+from tutti.torch import _handles
 
 # Reduce ops (values are tutti_reduce_op). Horovod's names.
 Sum = 0
@@ -56,10 +57,6 @@ _DTYPE_CODES = {
     torch.bool: 9,
 }
 _TORCH_DTYPES = {code: dtype for dtype, code in _DTYPE_CODES.items()}
-_STATUS_SHUTDOWN = 4
-_STATUS_TIMEOUT = 5
-_STATUS_NOT_INITIALIZED = 7
-_WAIT_SLICE_SECONDS = 1.0  # waits are sliced so that Ctrl-C reaches Python
 
 
 class _Pending:
@@ -132,11 +129,13 @@ def _register(c_handles, tensors, finish):
 
 
 def _op_code(op, average=None):
+    # As Horovod's handle_average_backwards_compatibility: op wins, both is a
+    # ValueError, average alone is deprecated.
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
     if average is not None:
         warnings.warn("average= is deprecated; use op=Average or op=Sum", DeprecationWarning,
                       stacklevel=3)
-        if op is not None:
-            raise ValueError("average= and op= cannot both be given")
         return Average if average else Sum
     if op is None:
         return Average
@@ -199,7 +198,10 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
     Result: postscale_factor * op(prescale_factor * tensor over ranks). op:
     Average (default), Sum, Min, Max, Product; bool tensors allow Sum/Min/Max/
-    Product as logical ops; integer tensors are scaled in float64 and rounded.
+    Product as logical ops; integer tensors are scaled in float64 and truncated
+    toward zero, per rank for prescale_factor, and an integer Average is the
+    sum divided by size() truncated (75 over 2 ranks -> 37, -75 -> -37), as
+    Horovod's.
     compression: a tutti.Compression member (none, fp16, bf16, topk(r),
     int8(b)) or a spec string, run on tutti's background thread for Sum/Average
     of float tensors. Default Compression.none, as Horovod's; None = the job's
@@ -233,22 +235,12 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """Blocking allreduce into a new tensor (see allreduce_async). compression:
     a tutti.Compression member or spec string (run in C++; default none), None
     (the job default), or a Horovod-style object with compress/decompress (run
-    in Python).
-    Differentiable: the gradient is the allreduce (same op, scales and
-    compression) of the output's gradient."""
-    from tutti.torch.functions import AllreduceFunction
+    in Python). Differentiable (tutti.torch.autograd: Horovod's gradients)."""
+    from tutti.torch import autograd
 
-    _check_tensor(tensor)
-    spec, python_side = native_spec(compression)
-    op = _op_code(op, average)
-    compressed, ctx = python_side.compress(tensor) if python_side else (tensor, None)
-    if torch.is_grad_enabled() and compressed.requires_grad:
-        out = AllreduceFunction.apply(compressed, name, op, prescale_factor, postscale_factor,
-                                      spec)
-    else:
-        out = synchronize(allreduce_async(compressed.detach(), None, name, op, prescale_factor,
-                                          postscale_factor, process_set, spec))
-    return python_side.decompress(out, ctx) if python_side else out
+    return autograd.allreduce([tensor], False, name, compression, op=_op_code(op, average),
+                              prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                              process_set=process_set)[0]
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -314,16 +306,12 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Blocking grouped allreduce; returns a list of new tensors. compression:
-    as allreduce()."""
-    spec, python_side = native_spec(compression)
-    if python_side is None:
-        return synchronize(grouped_allreduce_async([t.detach() for t in tensors], average, name,
-                                                   op, prescale_factor, postscale_factor,
-                                                   process_set, spec))
-    pairs = [python_side.compress(t) for t in tensors]
-    outs = synchronize(grouped_allreduce_async([p[0].detach() for p in pairs], average, name, op,
-                                               prescale_factor, postscale_factor, process_set))
-    return [python_side.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+    as allreduce(). Differentiable (tutti.torch.autograd)."""
+    from tutti.torch import autograd
+
+    return autograd.allreduce(tensors, True, name, compression, op=_op_code(op, average),
+                              prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                              process_set=process_set)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -356,14 +344,11 @@ def _enqueue_allgather(inp, name):
 
 def allgather(tensor, name=None, process_set=None):
     """Blocking allgather; returns a new tensor of first dimension sum(d0 over
-    ranks). Differentiable (the gradient is this rank's slice of the summed
-    output gradient)."""
-    from tutti.torch.functions import AllgatherFunction
+    ranks). Differentiable (tutti.torch.autograd: Horovod's gradient, this
+    rank's rows of the averaged output gradient)."""
+    from tutti.torch import autograd
 
-    _check_tensor(tensor)
-    if torch.is_grad_enabled() and tensor.requires_grad:
-        return AllgatherFunction.apply(tensor, name)
-    return synchronize(allgather_async(tensor.detach(), name, process_set))
+    return autograd.allgather([tensor], False, name, process_set)[0]
 
 
 def _broadcast_enqueue(inp, out, root_rank, name):
@@ -398,14 +383,11 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
-    """Blocking broadcast into a new tensor. Differentiable (the gradient is the
-    sum of the output gradients on the root, zero elsewhere)."""
-    from tutti.torch.functions import BroadcastFunction
+    """Blocking broadcast into a new tensor. Differentiable (tutti.torch.autograd:
+    the averaged output gradient on the root, zero elsewhere)."""
+    from tutti.torch import autograd
 
-    _check_tensor(tensor)
-    if torch.is_grad_enabled() and tensor.requires_grad:
-        return BroadcastFunction.apply(tensor, root_rank, name)
-    return synchronize(broadcast_async(tensor.detach(), root_rank, name, process_set))
+    return autograd.broadcast(tensor, root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
@@ -451,13 +433,16 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """Blocking alltoall. Returns the output tensor, or (output, received_splits)
-    when `splits` was given (Horovod's convention)."""
-    out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+    when `splits` was given (Horovod's convention). Differentiable
+    (tutti.torch.autograd)."""
+    from tutti.torch import autograd
+
+    out, received = autograd.alltoall(tensor, splits, name, process_set)
     return out if splits is None else (out, received)
 
 
-def reducescatter_async(tensor, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                        process_set=None):
+def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_factor=1.0,
+                        postscale_factor=1.0):
     """Starts a reducescatter: the input (same shape on every rank) is reduced
     (op: Average default, Sum, Min, Max, Product) and rank r receives rows
     [offset_r, offset_r + rows_r), rows_r = d0 // size plus one for the first
@@ -479,17 +464,18 @@ def _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor):
     return handle.value
 
 
-def reducescatter(tensor, name=None, compression=None, op=None, prescale_factor=1.0,
-                  postscale_factor=1.0, process_set=None):
+def reducescatter(tensor, name=None, compression=None, op=None, process_set=None,
+                  prescale_factor=1.0, postscale_factor=1.0):
     """Blocking reducescatter; returns this rank's rows of the reduction.
     compression: tutti's C++ compressors apply to allreduce only, so a
     tutti.Compression member (or None) leaves reducescatter uncompressed; a
-    Horovod-style Python compressor runs around it."""
-    _, python_side = native_spec(compression)
-    compressed, ctx = python_side.compress(tensor) if python_side else (tensor, None)
-    out = synchronize(reducescatter_async(compressed.detach(), name, op, prescale_factor,
-                                          postscale_factor, process_set))
-    return python_side.decompress(out, ctx) if python_side else out
+    Horovod-style Python compressor runs around it. Differentiable
+    (tutti.torch.autograd)."""
+    from tutti.torch import autograd
+
+    return autograd.reducescatter([tensor], False, name, compression, op=_op_code(op),
+                                  prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor, process_set=process_set)[0]
 
 
 # ---- barrier, join, handles ---------------------------------------------------------
@@ -505,8 +491,11 @@ def barrier(process_set=None):
 
 def join(device=-1):
     """This rank has no more data: until every rank joined, it takes part in the
-    others' allreduces with zeros. Returns the last rank to join (the same on
-    every rank). `device` is accepted for Horovod compatibility and ignored."""
+    others' allreduces and reducescatters with zeros (an Average still divides
+    by size()); an allgather, broadcast or alltoall meanwhile raises
+    MismatchError (a HorovodInternalError) on the ranks that call it. Returns
+    the last rank to join (the same on every rank), as Horovod's. `device` is
+    accepted for Horovod compatibility and ignored."""
     del device
     handle = _library.c_handle()
     _library.check(_lib().tutti_join_async(ctypes.byref(handle)))
@@ -536,24 +525,7 @@ def poll(handle):
     return True
 
 
-def _wait(lib, c_handle):
-    """Waits for one C handle; returns (status, message)."""
-    while True:
-        rc = lib.tutti_wait(c_handle, _WAIT_SLICE_SECONDS)
-        if rc != _STATUS_TIMEOUT or lib.tutti_poll(c_handle) == 1:
-            break
-    if rc == 0:
-        return 0, ""
-    if rc == _STATUS_NOT_INITIALIZED:
-        # The runtime was shut down (and its handles forgotten) while this op
-        # was pending: that is the op's shutdown error.
-        return _STATUS_SHUTDOWN, "tutti was shut down while this op was pending"
-    status = ctypes.c_int()
-    size = lib.tutti_handle_message(c_handle, ctypes.byref(status), None, 0)
-    buf = ctypes.create_string_buffer(size + 1)
-    lib.tutti_handle_message(c_handle, ctypes.byref(status), buf, size + 1)
-    message = buf.value.decode("utf-8", "replace") or _library.last_error()
-    return rc, message
+_wait = _handles.wait  # (lib, c_handle) -> (status, message); see tutti.torch._handles
 
 
 def synchronize(handle):

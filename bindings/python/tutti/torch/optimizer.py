@@ -3,21 +3,30 @@
 A hook on each parameter's gradient accumulator starts an asynchronous
 allreduce as soon as that gradient is ready, so communication overlaps the rest
 of backward; step() waits for every handle, writes the reduced gradients back
-and runs the wrapped optimizer's step. Gradient names are "grad.<param name>"
-so that ranks match them whatever order the hooks fire in.
+and runs the wrapped optimizer's step. Gradient names are "grad<P>.<param
+name>" so that ranks match them whatever order the hooks fire in; <P> is ""
+for the first DistributedOptimizer a process constructs and "#k" for the k-th
+after it, so that two optimizers over parameters of equal names (a GAN's
+generator and discriminator) never reduce each other's gradients. Sparse
+gradients (nn.Embedding(sparse=True)) are allgathered
+(tutti.torch.sparse), or allreduced dense with sparse_as_dense; with groups=
+a group's gradients go as one grouped allreduce named "group<P>.<first name>".
 
 With compress_updates (the default for top-k compression) no gradient is
 allreduced: step() runs the wrapped optimizer on the local gradient and
-averages the resulting parameter updates ("update.<param name>") through the
-compressed allreduce instead (see DistributedOptimizer).
+averages the resulting parameter updates ("update<P>.<param name>") through the
+compressed allreduce instead (tutti.torch._update_averaging).
 
 Thread-safety: like a torch optimizer, one training loop drives it; backward
-may run the hooks on autograd's threads.
+may run the hooks on autograd's threads. Construct DistributedOptimizers in
+the same order on every rank (the construction checks it).
 """
 
+import itertools
 import math
 import os
 import re
+import threading
 import warnings
 from contextlib import contextmanager
 
@@ -26,14 +35,21 @@ import torch
 from tutti import elastic
 from tutti.basics import size
 from tutti.torch import ops
+from tutti.torch import _update_averaging
 from tutti.compression import native_spec
-from tutti.errors import MismatchError
+from tutti.errors import InvalidArgumentError, MismatchError
 from tutti.torch.functions import allgather_object
+from tutti.torch.sparse import sparse_allreduce_async
 
 # With compress_updates and top-k, a tensor whose top-k would keep fewer than
 # this many entries per step (biases, small layers) is averaged whole as fp16
-# instead (see _step_compressed_updates).
+# instead (see _update_averaging.step_compressed_updates).
 _MIN_TOPK_ENTRIES = 16
+
+# The construction index of each DistributedOptimizer of this process (the
+# "#k" of its tensor names).
+_constructed = itertools.count()
+_constructed_lock = threading.Lock()
 
 
 def _dense_below(spec):
@@ -42,12 +58,124 @@ def _dense_below(spec):
     return int(math.ceil(_MIN_TOPK_ENTRIES / float(m.group(1)))) if m else 0
 
 
+def _named_parameters(param_groups, named_parameters):
+    """The checked list of (name, parameter); without named_parameters,
+    Horovod's generated names "allreduce.noname.<group>.<index>"."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
+                            for i, group in enumerate(param_groups)
+                            for j, v in enumerate(group["params"])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError("named_parameters should be a sequence of (name, parameter) tuples, "
+                         "usually model.named_parameters()")
+    names = [k for k, _ in named_parameters]
+    if len(names) != len(set(names)):
+        dups = sorted({k for k in names if names.count(k) > 1})
+        raise ValueError("parameter names in named_parameters must be unique; found "
+                         "duplicates: %s" % ", ".join(dups))
+    all_params = {id(v) for group in param_groups for v in group["params"]}
+    unnamed = all_params - {id(v) for _, v in named_parameters}
+    if unnamed:
+        raise ValueError("named_parameters was given but %d optimizer parameter(s) are not "
+                         "in it" % len(unnamed))
+    return named_parameters
+
+
+def _split_list(items, n):
+    """items in n consecutive parts, the first len % n one longer (Horovod's split_list)."""
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+def _check_groups(groups):
+    if groups is None:
+        return
+    if isinstance(groups, bool) or not (isinstance(groups, list) or
+                                        (isinstance(groups, int) and groups > 0)):
+        raise ValueError("groups should be a positive integer or a list of lists of "
+                         "torch.Tensor, got %r" % (groups,))
+    if isinstance(groups, list):
+        seen = set()
+        for group in groups:
+            for p in group:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor")
+                if id(p) in seen:
+                    raise ValueError("a parameter can only appear once in groups")
+                seen.add(id(p))
+
+
+def _form_groups(param_groups, groups):
+    """{parameter: its group (a tuple)} for groups= (None: {}): an int splits
+    the parameters that require grad, in param_groups order, into that many
+    consecutive groups; a list gives the groups, each parameter not in any of
+    them in a group of its own."""
+    if groups is None:
+        return {}
+    p_list = [p for group in param_groups for p in group["params"] if p.requires_grad]
+    if isinstance(groups, list):
+        ids = {id(p) for p in p_list}
+        formed = [[p for p in group if id(p) in ids] for group in groups]
+        grouped = {id(p) for group in formed for p in group}
+        formed += [[p] for p in p_list if id(p) not in grouped]
+    else:
+        formed = _split_list(p_list, groups)
+    return {p: tuple(group) for group in formed if group for p in group}
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, compress_updates):
+                 gradient_predivide_factor, groups, sparse_as_dense, compress_updates):
         super(self.__class__, self).__init__(params)
-        # A tutti compressor runs in C++ (spec); a Horovod-style one in Python.
+        with _constructed_lock:
+            self._index = next(_constructed)
+        self._name_prefix = "#%d" % self._index if self._index else ""
+        self._set_compression(compression, compress_updates, op, backward_passes_per_step)
+        named_parameters = _named_parameters(self.param_groups, named_parameters)
+        if op == ops.Adasum:
+            raise InvalidArgumentError(
+                "DistributedOptimizer: op=Adasum is not implemented by tutti (use Average or Sum)",
+                1)
+        if op not in (ops.Average, ops.Sum, ops.Min, ops.Max, ops.Product):
+            raise ValueError("op must be Average, Sum, Min, Max or Product")
+        if backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be >= 1, got %d"
+                             % backward_passes_per_step)
+        _check_groups(groups)
+        self._parameter_names = {v: k for k, v in sorted(named_parameters)}
+        self.backward_passes_per_step = backward_passes_per_step
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = bool(sparse_as_dense)
+        self._allreduce_delay = {v: backward_passes_per_step
+                                 for _, v in sorted(named_parameters)}
+        self._handles = {}
+        self._sparse_dims = {}  # parameter -> sparse_dim of its last sparse gradient
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+        self._groups = groups
+        self._p_to_group = _form_groups(self.param_groups, groups)
+        self._group_counts = {g: 0 for g in set(self._p_to_group.values())}
+        self._exchange_kind += " sparse_as_dense" if self.sparse_as_dense else ""
+        self._exchange_kind += " groups=%d" % len(self._group_counts) if groups else ""
+        self._checked_generation = None
+        if size() > 1 and not elastic.enabled():
+            self._check_same_exchange(at_construction=True)
+        # In an elastic job the size may grow later: hook every parameter now
+        # (the hooks do nothing while the size is 1).
+        if size() > 1 or elastic.enabled():
+            self._register_hooks()
+
+    def _set_compression(self, compression, compress_updates, op, backward_passes_per_step):
+        # A tutti compressor runs in C++ (spec); a Horovod-style one in Python
+        # around an uncompressed allreduce (whatever the job's default).
         self._compression_spec, self._python_compression = native_spec(compression)
+        if self._python_compression is not None:
+            self._compression_spec = "none"
         effective = (self._compression_spec if self._compression_spec is not None
                      else os.environ.get("TUTTI_COMPRESSION", "none"))
         implicit = compress_updates is None
@@ -62,121 +190,183 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  "gradients instead)" if implicit else ""))
         self._compress_updates = bool(compress_updates)
         self._dense_below = _dense_below(effective) if self._compress_updates else 0
-        # What every rank must agree on (checked at the first exchange of each
-        # membership generation): the names and paths of the exchanges depend
-        # on it, so ranks that differ would wait for each other's tensors forever.
+        # What every rank must agree on (checked at construction, or in an
+        # elastic job at the first exchange of each membership generation):
+        # the names and paths of the exchanges depend on it, so ranks that
+        # differ would wait for each other's tensors forever.
+        python = self._python_compression
         self._exchange_kind = "%s%s" % (
-            effective.strip().lower() if self._python_compression is None
-            else "python:" + type(self._python_compression).__name__,
+            effective.strip().lower() if python is None
+            else "python:" + getattr(python, "__name__", type(python).__name__),
             " (compress_updates)" if compress_updates else "")
-        self._checked_generation = None
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("noname.%s" % i, v)
-                                for group in self.param_groups
-                                for i, v in enumerate(group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of (name, parameter) tuples, "
-                             "usually model.named_parameters()")
-        names = [k for k, _ in named_parameters]
-        if len(names) != len(set(names)):
-            dups = sorted({k for k in names if names.count(k) > 1})
-            raise ValueError("parameter names in named_parameters must be unique; found "
-                             "duplicates: %s" % ", ".join(dups))
-        all_params = {id(v) for group in self.param_groups for v in group["params"]}
-        named = {id(v) for _, v in named_parameters}
-        unnamed = all_params - named
-        if unnamed:
-            raise ValueError("named_parameters was given but %d optimizer parameter(s) are not "
-                             "in it" % len(unnamed))
-        if op not in (ops.Average, ops.Sum, ops.Min, ops.Max, ops.Product):
-            raise ValueError("op must be Average, Sum, Min, Max or Product")
-        if backward_passes_per_step < 1:
-            raise ValueError("backward_passes_per_step must be >= 1, got %d"
-                             % backward_passes_per_step)
-        self._parameter_names = {v: k for k, v in sorted(named_parameters)}
-        self.backward_passes_per_step = backward_passes_per_step
-        self.op = op
-        self.gradient_predivide_factor = gradient_predivide_factor
-        self._allreduce_delay = {v: backward_passes_per_step
-                                 for _, v in sorted(named_parameters)}
-        self._handles = {}
-        self._grad_accs = []
-        self._requires_update = set()
-        self._synchronized = False
+
+    def _tensor_name(self, kind, p):
+        return "%s%s.%s" % (kind, self._name_prefix, self._parameter_names[p])
+
+    def load_state_dict(self, *args, **kwargs):
+        """The wrapped optimizer's load_state_dict; forgets the allreduces in
+        flight and the accumulation counts, as Horovod's."""
+        self._forget_exchanges()
         self._should_synchronize = True
-        # In an elastic job the size may grow later: hook every parameter now
-        # (the hooks do nothing while the size is 1).
-        if size() > 1 or elastic.enabled():
-            self._register_hooks()
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        """Changes backward_passes_per_step (and restarts the counts), as Horovod's."""
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
 
     def _register_hooks(self):
+        # No gradient is allocated here (Horovod's way): a sparse gradient
+        # must not be accumulated into a dense zero tensor.
         for group in self.param_groups:
             for p in group["params"]:
                 if p.requires_grad:
-                    p.grad = p.data.new(p.size()).zero_()
                     self._requires_update.add(p)
                     p_tmp = p.expand_as(p)
                     grad_acc = p_tmp.grad_fn.next_functions[0][0]
                     grad_acc.register_hook(self._make_hook(p))
                     self._grad_accs.append(grad_acc)
 
+    def _scale_factors(self):
+        """(prescale, postscale): Average splits gradient_predivide_factor around the sum."""
+        if self.op == ops.Average:
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _dense_grad(self, p):
+        """p.grad to allreduce (zeros when this rank computed none: dynamic
+        graphs; a dense copy of a sparse gradient)."""
+        if p.grad is None:
+            p.grad = p.data.new(p.size()).zero_()
+        return p.grad.to_dense() if p.grad.is_sparse else p.grad
+
+    def _compress(self, tensor):
+        if self._python_compression is None:
+            return tensor, None
+        return self._python_compression.compress(tensor)
+
     def _allreduce_grad_async(self, p):
         self._check_same_exchange()
-        if p.grad is None:
-            # Not computed here (dynamic graph) but other ranks may have it.
-            p.grad = p.data.new(p.size()).zero_()
-        name = "grad." + self._parameter_names.get(p)
-        if self._python_compression is not None:
-            tensor_compressed, ctx = self._python_compression.compress(p.grad)
-        else:
-            tensor_compressed, ctx = p.grad, None
-        if self.op == ops.Average:
-            prescale = 1.0 / self.gradient_predivide_factor
-            postscale = self.gradient_predivide_factor
-        else:
-            prescale = postscale = 1.0
-        handle = ops.allreduce_async_(tensor_compressed, name=name, op=self.op,
+        name = self._tensor_name("grad", p)
+        if p.grad is None and p in self._sparse_dims and not self.sparse_as_dense:
+            # No gradient here this step, sparse ones before: take part in
+            # the others' allgather with no entries.
+            dims = self._sparse_dims[p]
+            p.grad = torch.sparse_coo_tensor(
+                torch.zeros(dims, 0, dtype=torch.int64, device=p.device),
+                p.data.new_zeros((0,) + tuple(p.shape[dims:])), p.shape)
+        if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
+            self._sparse_dims[p] = p.grad.sparse_dim()
+            return sparse_allreduce_async(p.grad, name=name, op=self.op), None
+        compressed, ctx = self._compress(self._dense_grad(p))
+        prescale, postscale = self._scale_factors()
+        handle = ops.allreduce_async_(compressed, name=name, op=self.op,
                                       prescale_factor=prescale, postscale_factor=postscale,
                                       compression=self._compression_spec)
-        return handle, (ctx, tensor_compressed)
+        return handle, (ctx,)
 
-    def _check_same_exchange(self):
-        """Once per membership generation, before the first exchange: raises
-        MismatchError naming the ranks when they use different compression
-        (an allgather of a short string)."""
+    def _grouped_allreduce_grad_async(self, group):
+        self._check_same_exchange()
+        sparse = [self._parameter_names[p] for p in group
+                  if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense]
+        if sparse:
+            raise ValueError("DistributedOptimizer(groups=...): %s has a sparse gradient; "
+                             "pass sparse_as_dense=True" % ", ".join(sparse))
+        pairs = [self._compress(self._dense_grad(p)) for p in group]
+        prescale, postscale = self._scale_factors()
+        handle = ops.grouped_allreduce_async_(
+            [c for c, _ in pairs], name=self._tensor_name("group", group[0]), op=self.op,
+            prescale_factor=prescale, postscale_factor=postscale,
+            compression=self._compression_spec)
+        return handle, [(ctx,) for _, ctx in pairs]
+
+    def _check_same_exchange(self, at_construction=False):
+        """Raises MismatchError naming the ranks when they use different
+        compression (an allgather of a short string) or constructed their
+        DistributedOptimizers in different numbers. At construction (the same
+        place in the program on every rank), or in an elastic job once per
+        membership generation before the first exchange."""
         generation = elastic.generation()
         if self._checked_generation == generation:
             return
-        kinds = allgather_object(self._exchange_kind, name="tutti.optimizer.compression")
+        if at_construction:
+            mine = (self._exchange_kind, self._index)
+            kinds = allgather_object(mine, name="tutti.optimizer.check")
+        else:
+            mine = (self._exchange_kind, None)
+            kinds = allgather_object(mine, name="tutti.optimizer%s.check" % self._name_prefix)
         self._checked_generation = generation
-        if len(set(kinds)) > 1:
+        if len({k for k, _ in kinds}) > 1:
             raise MismatchError(
                 "DistributedOptimizer: ranks use different compression: " +
-                ", ".join("rank %d %s" % (r, k) for r, k in enumerate(kinds)) +
+                ", ".join("rank %d %s" % (r, k) for r, (k, _) in enumerate(kinds)) +
                 " (every rank must pass the same compression=, or the same TUTTI_COMPRESSION)",
                 MismatchError.code)
+        if len({i for _, i in kinds}) > 1:
+            raise MismatchError(
+                "DistributedOptimizer: ranks constructed different numbers of "
+                "DistributedOptimizers before this one: " +
+                ", ".join("rank %d %d" % (r, i) for r, (_, i) in enumerate(kinds)) +
+                " (construct them in the same order on every rank)", MismatchError.code)
 
     def _make_hook(self, p):
         def hook(*ignore):
             if self._compress_updates or size() == 1:
                 return  # step() averages the updates instead, or there is no one to average with
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times "
-                        "before call to step(). Increase backward_passes_per_step to "
-                        "accumulate gradients locally.")
+            if self._allreduce_delay[p] <= 0:
+                raise AssertionError(
+                    "Gradients were computed more than backward_passes_per_step times "
+                    "before call to step(). Increase backward_passes_per_step to "
+                    "accumulate gradients locally.")
             assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
-            handle, ctx = None, None
             self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
+            group = self._p_to_group.get(p)
+            if self._allreduce_delay[p] > 0:
+                self._handles[p] = (None, None)  # accumulating locally
+            elif group is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+            else:
+                self._group_counts[group] += 1
+                self._handles[p] = (None, None)
+                if self._group_counts[group] == len(group):
+                    self._start_group(group)
 
         return hook
+
+    def _start_group(self, group):
+        for q in group:
+            self._handles.pop(q, None)
+        self._handles[group] = self._grouped_allreduce_grad_async(group)
+        self._group_counts[group] = 0
+
+    def _start_missing(self):
+        """Starts every allreduce not started yet (whole groups), in name order."""
+        started = set()
+        for key, (handle, _) in list(self._handles.items()):
+            if handle is None:
+                del self._handles[key]
+            else:
+                started.update(key if isinstance(key, tuple) else (key,))
+        for p in sorted(self._requires_update - started, key=self._parameter_names.get):
+            if p in started:
+                continue
+            group = self._p_to_group.get(p)
+            if group is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+            else:
+                self._start_group(group)
+                started.update(group)
+
+    def _write_back(self, p, output, ctx):
+        if ctx is not None and self._python_compression is not None:
+            output = self._python_compression.decompress(output, ctx[0])
+        if p.grad.is_sparse:
+            if not output.is_sparse:  # sparse_as_dense
+                output = output.to_sparse(p.grad.sparse_dim())
+            p.grad.zero_().add_(output)  # (sparse tensors have no set_)
+        elif output is not p.grad:
+            p.grad.copy_(output)
 
     def synchronize(self):
         """Waits for every gradient allreduce (starting the missing ones) and
@@ -184,31 +374,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if size() == 1:
             self._synchronized = True
             return
-        missing = self._requires_update - set(self._handles.keys())
-        for p in sorted(missing, key=lambda q: self._parameter_names[q]):
-            self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in list(self._handles.items()):
-            if handle is None:
-                self._handles[p] = self._allreduce_grad_async(p)
         try:
-            for p, (handle, (ctx, compressed)) in self._handles.items():
+            self._start_missing()
+            for key, (handle, ctx) in self._handles.items():
                 output = ops.synchronize(handle)
-                self._allreduce_delay[p] = self.backward_passes_per_step
-                decompressed = (self._python_compression.decompress(output, ctx)
-                                if self._python_compression is not None else output)
-                if decompressed is not p.grad:
-                    p.grad.copy_(decompressed)
+                if isinstance(key, tuple):
+                    for p, out, c in zip(key, output, ctx):
+                        self._write_back(p, out, c)
+                else:
+                    self._write_back(key, output, ctx)
         finally:
-            self._handles.clear()
+            self._forget_exchanges()
         self._synchronized = True
 
     def _drop_in_flight(self):
         """Forgets the gradient allreduces in flight and the accumulation
         counts, as after step(). Called by tutti.torch.elastic at a reset: the
         handles died with the previous generation's runtime."""
+        self._forget_exchanges()
+
+    def _forget_exchanges(self):
         self._handles.clear()
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
+        for group in self._group_counts:
+            self._group_counts[group] = 0
         self._synchronized = False
 
     @contextmanager
@@ -220,150 +410,35 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
-    def _step_compressed_updates(self, closure):
-        # Deep Gradient Compression's momentum correction (Lin et al. 2018,
-        # section 3.2), generalised to any optimizer as 1-bit Adam does (Tang
-        # et al. 2021): what is compressed (with error feedback) is the update
-        # the wrapped optimizer makes from this rank's gradient, not the
-        # gradient. Each rank steps its own optimizer state on its local
-        # gradient, the updates are averaged through the compressed
-        # allreduce, and every rank applies the same average, so parameters
-        # stay identical. Error feedback makes the applied updates sum to the
-        # ranks' mean update over time, which an adaptive optimizer's per-
-        # element normalisation would otherwise shrink for sparse gradients.
-        # Small tensors are the exception (fewer elements than top-k needs to
-        # keep _MIN_TOPK_ENTRIES of them): top-k would send a handful of
-        # their entries per step and hold each of the others back for about
-        # 1/ratio steps, which costs those layers (biases, the first
-        # convolution, the classifier) most. Their gradients are averaged
-        # whole, as fp16, before the step, so every rank's optimizer makes
-        # the same update for them from the same gradient, as without
-        # compression. They cost little (counted in bytes_sent like the
-        # rest); measured in BENCHMARKS.md.
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        self._check_same_exchange()
-        params = sorted(self._requires_update, key=lambda q: self._parameter_names[q])
-        small = [p for p in params if p.numel() < self._dense_below]
-        params = [p for p in params if p.numel() >= self._dense_below]
-        handles = []
-        for p in small:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            handles.append(ops.allreduce_async_(p.grad, name="gradient." + self._parameter_names[p],
-                                                op=ops.Average, compression="fp16"))
-        for handle in handles:
-            ops.synchronize(handle)
-        if self._adam_corrected():
-            deltas = self._corrected_adam_deltas(params)
-        else:
-            before = [p.data.clone() for p in params]
-            super(self.__class__, self).step()
-            deltas = []
-            for p, old in zip(params, before):
-                deltas.append(p.data - old)
-                p.data.copy_(old)
-        handles = []
-        for p, delta in zip(params, deltas):
-            handles.append(ops.allreduce_async_(delta, name="update." + self._parameter_names[p],
-                                                op=ops.Average,
-                                                compression=self._compression_spec))
-        for p, handle in zip(params, handles):
-            p.data.add_(ops.synchronize(handle))
-        return loss
-
     def _adam_corrected(self):
-        """Whether the updates come from _corrected_adam_deltas: the wrapped
-        optimizer is plain torch.optim.Adam (no amsgrad, maximize)."""
+        """Whether the updates come from _update_averaging.corrected_adam_deltas:
+        the wrapped optimizer is plain torch.optim.Adam (no amsgrad, maximize)."""
         return (isinstance(self, torch.optim.Adam) and
                 not any(g.get("amsgrad") or g.get("maximize") for g in self.param_groups))
 
-    def _corrected_adam_deltas(self, params):
-        # Adam for the top-k'd tensors with the second moment of the
-        # *averaged* gradient, estimated from local statistics (no bytes).
-        # Each rank sees g_i = mu + noise_i (batch B); Adam on the average of
-        # n ranks' gradients normalises by E[gbar^2] = mu^2 + sigma^2/n,
-        # local Adam by E[g_i^2] = mu^2 + sigma^2, up to n times more: the
-        # averaged local updates are up to sqrt(n) too small where noise
-        # dominates (measured: topk:1 0.8 points below none). With
-        # v = EMA(g_i^2) and w = EMA(mhat^2) (mhat: the bias-corrected first
-        # moment, an estimate of mu whose noise is sigma^2 (1-b1)/(1+b1)),
-        #   v_avg ~= v / n + (1 - 1/n) w,
-        # i.e. sigma^2 = v - mu^2 shrunk n-fold (the variance of a mean of n
-        # independent gradients). Between v/n and about v. With one v shared
-        # by all ranks the update would be linear in m and averaging the
-        # ranks' updates exactly Adam on the averaged gradient; each rank's v
-        # here is its own estimate of that quantity (1-bit Adam's
-        # observation, Tang et al. 2021, section 3, which freezes v after a
-        # dense warm-up instead; this spends no bytes on it). The remaining
-        # tensors (no params here, or the small ones averaged whole before
-        # the step) take the wrapped optimizer's own step.
-        n = float(size())
-        wanted = set(params)
-        hidden = []
-        for p in params:
-            if p.grad is not None:
-                hidden.append((p, p.grad))
-                p.grad = None
-        try:
-            super(self.__class__, self).step()  # the small tensors (plain Adam)
-        finally:
-            for p, g in hidden:
-                p.grad = g
-        deltas = {}
-        with torch.no_grad():
-            for group in self.param_groups:
-                beta1, beta2 = group["betas"]
-                lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-                for p in group["params"]:
-                    if p not in wanted:
-                        continue
-                    if p.grad is None:
-                        deltas[p] = torch.zeros_like(p)
-                        continue
-                    grad = p.grad if weight_decay == 0 else p.grad.add(p, alpha=weight_decay)
-                    state = self.state[p]
-                    if len(state) == 0 or "exp_avg" not in state:
-                        state["step"] = torch.tensor(0.0)
-                        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                        state["exp_avg_sq"] = torch.zeros_like(p,
-                                                               memory_format=torch.preserve_format)
-                    if "exp_avg_sq_of_mean" not in state:
-                        state["exp_avg_sq_of_mean"] = torch.zeros_like(
-                            p, memory_format=torch.preserve_format)
-                    state["step"] += 1
-                    t = float(state["step"])
-                    m, v, w = state["exp_avg"], state["exp_avg_sq"], state["exp_avg_sq_of_mean"]
-                    m.mul_(beta1).add_(grad, alpha=1 - beta1)
-                    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                    bias1, bias2 = 1 - beta1 ** t, 1 - beta2 ** t
-                    m_hat = m / bias1
-                    w.mul_(beta2).addcmul_(m_hat, m_hat, value=1 - beta2)
-                    v_avg = (v / n).add_(w, alpha=1 - 1 / n).div_(bias2)
-                    deltas[p] = m_hat.div_(v_avg.sqrt_().add_(eps)).mul_(-lr)
-        return [deltas[p] for p in params]
+    def _wrapped_step(self, closure=None):
+        return super(self.__class__, self).step(closure)
 
     def step(self, closure=None):
         if self._compress_updates and size() > 1:
-            return self._step_compressed_updates(closure)
+            return _update_averaging.step_compressed_updates(self, closure)
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without a loss.backward() since the last "
                               "synchronize(); skip_synchronize() avoids a second allreduce.")
             self.synchronize()
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        return self._wrapped_step(closure)
 
-    def zero_grad(self, set_to_none=False):
+    def zero_grad(self, *args, **kwargs):
+        """The wrapped optimizer's zero_grad (set_to_none as torch's own,
+        default included); AssertionError while allreduces are in flight."""
         if self._handles:
             raise AssertionError(
                 "optimizer.zero_grad() was called after loss.backward() but before "
                 "optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause "
                 "a race condition.")
-        # Gradients stay allocated: the hooks allreduce p.grad in place.
-        return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
@@ -374,17 +449,30 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
 
     optimizer: any torch.optim.Optimizer (its param_groups and options are
     kept; its state starts empty). named_parameters: model.named_parameters(),
-    so that gradient names are stable across ranks (recommended). compression:
-    None (the job's TUTTI_COMPRESSION / tuttirun --compression, default none),
-    or tutti.Compression.none / fp16 / bf16 / topk(ratio) / int8(block): run
-    in C++ on tutti's background thread, per gradient name (topk and int8 keep
-    error-feedback residuals per gradient); a Horovod-style Python compressor
-    object still works. backward_passes_per_step: local
-    gradient accumulation steps before each allreduce. op: Average (default),
-    Sum, Min, Max, Product. gradient_predivide_factor: with Average, divides
-    before the sum and multiplies after (numerics only). num_groups, groups,
-    sparse_as_dense, process_set: accepted for Horovod compatibility
-    (grouping is done by tutti's fusion; sparse gradients are not supported).
+    so that gradient names are stable across ranks (without it, parameters
+    are named "allreduce.noname.<group>.<index>", as in Horovod). Two
+    DistributedOptimizers never mix their gradients, even over equal names.
+    compression: None (the job's TUTTI_COMPRESSION / tuttirun --compression,
+    default none), tutti.Compression.none / fp16 / bf16 / topk(ratio) /
+    int8(block): run in C++ on tutti's background thread, per gradient name
+    (topk and int8 keep error-feedback residuals per gradient); or a Horovod
+    Compressor (a tutti.torch.compression.Compressor subclass, or any object
+    with compress/decompress): its compress(grad) -> (tensor, ctx) runs before
+    an uncompressed allreduce and decompress(tensor, ctx) after.
+    backward_passes_per_step: local gradient accumulation steps before each
+    allreduce. op: Average (default), Sum, Min, Max, Product (Adasum: an
+    InvalidArgumentError). gradient_predivide_factor: with Average, divides
+    before the sum and multiplies after (numerics only; ValueError with
+    another op). groups: an int (the parameters in that many consecutive
+    groups) or a list of lists of parameters; each group's gradients go as
+    one grouped allreduce once all of them are ready. num_groups: deprecated
+    for groups, as in Horovod. sparse_as_dense: sparse gradients are
+    allreduced as dense tensors (and made sparse again, so that e.g.
+    SparseAdam still steps) instead of allgathered (a rank that computed no
+    gradient for a parameter sends an empty sparse one if the parameter's
+    gradient was sparse before, else dense zeros: without sparse_as_dense
+    every rank must compute a sparse gradient in the first step, as in
+    Horovod). process_set: the global one only.
     compress_updates: True averages the wrapped optimizer's updates instead of
     the gradients (each rank steps its own optimizer state on its local
     gradient; the updates go through the compressed allreduce with error
@@ -401,10 +489,19 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     top-k to keep 16 of their entries per step (< 1600 elements at 1 %) are
     the exception: their gradients are averaged whole, as fp16, before the
     step.
+
+    With size() > 1 (outside elastic jobs) the construction is a collective
+    (every rank checks that the others chose the same compression).
     """
-    del num_groups, groups, sparse_as_dense
     ops._check_process_set(process_set)
+    if gradient_predivide_factor != 1.0 and op != ops.Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
+                      "in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, compress_updates)
+               op, gradient_predivide_factor, groups, sparse_as_dense, compress_updates)

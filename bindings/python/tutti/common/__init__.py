@@ -1,0 +1,1 @@
+"""Horovod's ``horovod.common`` paths that scripts import from directly."""

@@ -1,0 +1,83 @@
+"""Allreduce of sparse COO tensors (Horovod's sparse_allreduce_async).
+
+As Horovod does it (horovod/torch/mpi_ops.py 0.28.1): the indices (as
+[nnz, sparse_dim] rows) and the values of every rank are allgathered, and the
+result is the uncoalesced sparse tensor of all of them, values divided by
+size() for Average. An index present on several ranks appears once per rank
+(coalesce() sums them). The result has the input's size, dtype and device.
+
+The handle is an int that poll() and synchronize() accept like any other
+(synchronize returns the sparse result) and, as Horovod's, a callable:
+handle() returns the result too.
+"""
+
+import torch
+
+from tutti.basics import size
+from tutti.errors import InvalidArgumentError
+from tutti.torch.ops import (
+    Average,
+    Sum,
+    _check_process_set,
+    _check_tensor,
+    _enqueue_allgather,
+    _op_code,
+    _output_tensor,
+    _register,
+    synchronize,
+)
+
+
+class SparseHandle(int):
+    """The handle of a sparse allreduce: calling it synchronizes (Horovod's handle())."""
+
+    def __call__(self):
+        return synchronize(self)
+
+
+def _member(name, part):
+    return None if name is None else "%s.%s" % (name, part)
+
+
+def _averaged(values, n):
+    if values.dtype.is_floating_point or values.dtype.is_complex:
+        return values / n
+    return torch.div(values, n, rounding_mode="trunc")  # as an integer Average
+
+
+def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
+    """Starts the allreduce of a sparse COO tensor (e.g. the gradient of an
+    nn.Embedding(sparse=True)): the allgather of every rank's indices and
+    values, named "<name>.indices" and "<name>.values" (name None: generated).
+    op: Average (default) or Sum. Returns a SparseHandle; synchronize(handle)
+    or handle() gives the sparse result. Every rank's tensor must have the
+    same size and dtype (else MismatchError); nnz may differ, 0 included."""
+    _check_process_set(process_set)
+    if not torch.is_tensor(tensor) or not tensor.is_sparse:
+        raise InvalidArgumentError(
+            "sparse_allreduce_async needs a sparse COO tensor, got %s"
+            % (tensor.layout if torch.is_tensor(tensor) else type(tensor).__name__), 1)
+    op = _op_code(op)
+    if op not in (Sum, Average):
+        raise InvalidArgumentError("sparse_allreduce_async: op must be Average or Sum", 1)
+    indices = tensor._indices().t().contiguous()
+    values = tensor._values().contiguous()
+    _check_tensor(values, "the values of the sparse tensor")
+    hs = [_enqueue_allgather(indices, _member(name, "indices")),
+          _enqueue_allgather(values, _member(name, "values"))]
+    shape, n = tensor.size(), size()
+
+    def finish(hs):
+        gathered = _output_tensor(hs[1], values.device)
+        if op == Average:
+            gathered = _averaged(gathered, n)
+        rows = _output_tensor(hs[0], indices.device)
+        return torch.sparse_coo_tensor(rows.t(), gathered, shape, dtype=values.dtype,
+                                       device=values.device)
+
+    return SparseHandle(_register(hs, (indices, values), finish))
+
+
+def sparse_allreduce(tensor, name=None, op=None, process_set=None):
+    """Blocking sparse_allreduce_async: returns the sparse result."""
+    return synchronize(sparse_allreduce_async(tensor, name, op, process_set))
