@@ -22,6 +22,17 @@ bool cacheable(OpType type) {
   return type != OpType::kBarrier && type != OpType::kJoin;
 }
 
+// True when `m` is rank 0's abort notice; sets *status to what it names.
+bool abortNotice(const ControlMessage& m, Status* status) {
+  ResponseList list;
+  if (m.from_rank != 0 || !deserialize(m.bytes, &list).isOk() ||
+      list.abort_code == StatusCode::kOk) {
+    return false;
+  }
+  *status = Status(list.abort_code, list.abort_message);
+  return true;
+}
+
 Completion failed(const Status& status) {
   Completion c;
   c.status = status;
@@ -197,7 +208,8 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
   if (!out.requests.empty() || !out.cache_hits.empty() || out.shutdown) {
     TUTTI_RETURN_IF_ERROR(bundle_.transport->sendControl(0, serialize(out)));
   }
-  for (ControlMessage& msg : messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ControlMessage& msg = messages[i];
     ResponseList list;
     Status st = deserialize(msg.bytes, &list);
     if (!st.isOk() || msg.from_rank != 0) {
@@ -209,7 +221,19 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
       told_by_rank0_ = true;
       return Status(list.abort_code, list.abort_message);
     }
-    TUTTI_RETURN_IF_ERROR(executeList(list));
+    st = executeList(list);
+    if (!st.isOk()) {
+      // Rank 0's abort notice may have come in the same batch, after the
+      // list that failed: it names the lost rank, where this rank may only
+      // have seen another survivor hang up.
+      for (size_t j = i + 1; j < messages.size(); ++j) {
+        if (abortNotice(messages[j], &st)) {
+          told_by_rank0_ = true;
+          break;
+        }
+      }
+      return st;
+    }
     if (list.shutdown) {
       // Ack, then wait (bounded by the shutdown deadline) for rank 0 to
       // close, so that both sides' last messages are delivered.
@@ -287,27 +311,22 @@ void RuntimeImpl::cacheExecuted(const Response& resp, const std::vector<TensorEn
   }
 }
 
+RuntimeImpl::Clock::duration RuntimeImpl::abortGrace() const {
+  return seconds(std::min(1.0, settings_.timeout_seconds));
+}
+
 void RuntimeImpl::abort(const Status& detected) {
   Status status = detected;
   if (rank_ != 0 && status.code() == StatusCode::kPeerLost && !told_by_rank0_) {
     // What this worker saw may be another survivor hanging up, not the rank
     // that was lost. Rank 0 sees every worker's control connection and sends
     // an abort notice naming the lost rank: wait briefly for it and prefer it.
-    const auto grace = std::min(std::chrono::duration<double>(1.0),
-                                std::chrono::duration<double>(settings_.timeout_seconds));
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(grace);
+    const auto deadline = Clock::now() + abortGrace();
     std::vector<ControlMessage> messages;
     bool found = false;
     while (!found && Clock::now() < deadline &&
            bundle_.transport->drainControl(deadline, &messages).isOk()) {
-      for (const ControlMessage& m : messages) {
-        ResponseList list;
-        if (m.from_rank == 0 && deserialize(m.bytes, &list).isOk() &&
-            list.abort_code != StatusCode::kOk) {
-          status = Status(list.abort_code, list.abort_message);
-          found = true;
-        }
-      }
+      for (const ControlMessage& m : messages) found = abortNotice(m, &status) || found;
     }
   }
   TUTTI_LOG(kError) << "aborting every pending op: " << status.toString();
@@ -325,8 +344,14 @@ void RuntimeImpl::abort(const Status& detected) {
     // Every survivor, not stopping at the lost rank: its socket refuses the
     // message, the others still take it.
     for (int w = 1; w < size_; ++w) (void)bundle_.transport->sendControl(w, bytes);
+    // Linger (bounded) until the survivors hang up, reading what they send:
+    // closing with their unread requests in this side's receive buffer sends
+    // a TCP reset, which can destroy the notice before a slow survivor read
+    // it (it would then blame rank 0 for the loss).
+    const auto until = Clock::now() + abortGrace();
     std::vector<ControlMessage> ignored;
-    (void)bundle_.transport->pollControl(Clock::now(), &ignored);  // push the sends out
+    while (Clock::now() < until && bundle_.transport->drainControl(until, &ignored).isOk()) {
+    }
   }
 }
 

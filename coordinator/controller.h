@@ -23,7 +23,9 @@
 //    against each other (collective, device, dtype, reduce op, scale factors,
 //    root, shape rules per collective). The result is an op Response (with
 //    the sizes joined ranks and allgather/alltoall need) or an error Response
-//    (kMismatch) that names the tensor, the ranks and the values. When every
+//    (kMismatch) that names the tensor, the ranks and the values; a request
+//    that failed its own rank's checks (Request.error) makes it a
+//    kInvalidArgument error on every rank, naming that rank. When every
 //    rank announced the same live cache slot and no rank joined, the cached
 //    Response is reused without validation.
 // 4. Group. Members of a grouped allreduce (Request.group_id) are held until

@@ -113,7 +113,8 @@ Status validateLocalRequest(const Request& r, const TensorView& input, const Ten
       for (size_t p = 0; p < r.splits.size(); ++p) {
         if (r.splits[p] < 0) {
           return Status::invalidArgument(prefix(r) + "splits[" + std::to_string(p) +
-                                         "] = " + std::to_string(r.splits[p]) + " is negative");
+                                         "] = " + std::to_string(r.splits[p]) +
+                                         " is negative; splits are rows sent to each rank, >= 0");
         }
         sum += r.splits[p];
       }
@@ -205,6 +206,17 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
   }
   const OpType type = first->type;
   const std::string head = std::string(opTypeName(type)) + " '" + name + "': ";
+  // One rank's bad arguments fail the name on every rank, before any
+  // cross-rank rule reads them.
+  std::string invalid;
+  for (int r = 0; r < size; ++r) {
+    if (by_rank[r] == nullptr || by_rank[r]->error.empty()) continue;
+    invalid +=
+        (invalid.empty() ? "" : "; ") + ("rank " + std::to_string(r)) + ": " + by_rank[r]->error;
+  }
+  if (!invalid.empty()) {
+    return errorResponse({name}, type, StatusCode::kInvalidArgument, head + invalid);
+  }
   auto mismatch = [&](const std::string& what, const std::string& diff) {
     return errorResponse({name}, type, StatusCode::kMismatch,
                          head + what + " differ across ranks: " + diff);

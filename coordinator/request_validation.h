@@ -3,7 +3,8 @@
 // Checks on requests, in two places:
 //  - validateLocalRequest: at enqueue, on the caller's thread, against this
 //    rank's own tensors. Errors are kInvalidArgument and say which argument is
-//    wrong and what is accepted.
+//    wrong and what is accepted. The request still goes to rank 0 with
+//    Request.error set, so that the other ranks fail too (buildResponse).
 //  - buildResponse: on rank 0, once every rank submitted a name, against the
 //    other ranks' requests. Mismatches become an error Response (kMismatch)
 //    whose message names the tensor, the ranks and the differing values:
@@ -34,8 +35,10 @@ int64_t reducescatterRows(int64_t first_dim, int rank, int size);
 // Builds the Response for one name. `by_rank[r]` is rank r's request, or
 // nullptr for a rank that joined (join()) and did not submit it. At least one
 // entry is non-null. Returns an op Response (sizes and joined_ranks filled per
-// core/message.h) or an error Response (kMismatch, or kInvalidArgument when
-// an op other than allreduce/reducescatter/barrier meets a joined rank).
+// core/message.h) or an error Response: kInvalidArgument when a rank's request
+// carries its local error ("alltoall 'x': rank 1: splits has ..."), checked
+// first; else kMismatch (also for an op other than allreduce/reducescatter/
+// barrier meeting a joined rank).
 Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank);
 
 // An error Response for `names`.

@@ -8,7 +8,8 @@ bool sameSignature(const Request& a, const Request& b) {
   return a.type == b.type && a.name == b.name && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
          a.shape == b.shape && a.root == b.root && a.prescale == b.prescale &&
          a.postscale == b.postscale && a.splits == b.splits && a.device == b.device &&
-         a.group_id == b.group_id && a.group_size == b.group_size && a.compression == b.compression;
+         a.group_id == b.group_id && a.group_size == b.group_size &&
+         a.compression == b.compression && a.error == b.error;
 }
 
 namespace {

@@ -93,6 +93,32 @@ Status RuntimeImpl::resolveCompression(const OpOptions& options, Request* reques
   return Status::ok();
 }
 
+Status RuntimeImpl::checkEntry(TensorEntry* entry, const TensorView& input,
+                               const TensorView* output, const OpOptions& options) {
+  TUTTI_RETURN_IF_ERROR(resolveCompression(options, &entry->request));
+  TUTTI_RETURN_IF_ERROR(validateLocalRequest(entry->request, input, output, size_));
+  return device_->prepare(entry->request, input, output, &entry->ready);
+}
+
+Status RuntimeImpl::announceInvalid(std::vector<Request> requests, const Status& failed) {
+  Request& bad = requests.front();
+  std::string detail = failed.message();
+  const std::string own = std::string(opTypeName(bad.type)) + " '" + bad.name + "': ";
+  if (detail.compare(0, own.size(), own) == 0) detail.erase(0, own.size());
+  const std::string local = own + "rank " + std::to_string(rank_) + ": " + detail;
+  for (Request& r : requests) {
+    // Only the error is read on rank 0; keep the enums valid for the wire.
+    r.error = r.name == bad.name ? detail : "another member of its group: " + local;
+    if (!isValidDataType(static_cast<int>(r.dtype))) r.dtype = DataType::kUInt8;
+    if (!isValidReduceOp(static_cast<int>(r.reduce_op))) r.reduce_op = ReduceOp::kSum;
+    if (r.device != DeviceType::kCpu && r.device != DeviceType::kCuda) r.device = DeviceType::kCpu;
+    Status st = queue_.announce(std::move(r));
+    if (!st.isOk()) return st;
+  }
+  wake();
+  return Status(failed.code(), local);
+}
+
 Status RuntimeImpl::submit(std::vector<TensorEntry> entries, std::vector<Handle>* handles) {
   handles->clear();
   for (TensorEntry& e : entries) {
@@ -115,9 +141,8 @@ Status RuntimeImpl::enqueue(OpType type, const TensorView& input, const TensorVi
   TUTTI_RETURN_IF_ERROR(queue_.closedStatus());
   TensorEntry entry;
   entry.request = makeRequest(type, input, options);
-  TUTTI_RETURN_IF_ERROR(resolveCompression(options, &entry.request));
-  TUTTI_RETURN_IF_ERROR(validateLocalRequest(entry.request, input, output, size_));
-  TUTTI_RETURN_IF_ERROR(device_->prepare(entry.request, input, output, &entry.ready));
+  Status checked = checkEntry(&entry, input, output, options);
+  if (!checked.isOk()) return announceInvalid({std::move(entry.request)}, checked);
   entry.input = input;
   if (output != nullptr) entry.output = *output;
   std::vector<Handle> handles;
@@ -149,12 +174,17 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
     e.request = makeRequest(OpType::kAllreduce, inputs[i], o);
     e.request.group_id = group_id;
     e.request.group_size = static_cast<int32_t>(inputs.size());
-    TUTTI_RETURN_IF_ERROR(resolveCompression(o, &e.request));
-    TUTTI_RETURN_IF_ERROR(validateLocalRequest(e.request, inputs[i], &outputs[i], size_));
-    TUTTI_RETURN_IF_ERROR(device_->prepare(e.request, inputs[i], &outputs[i], &e.ready));
     e.input = inputs[i];
     e.output = outputs[i];
     entries.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Status checked = checkEntry(&entries[i], inputs[i], &outputs[i], options);
+    if (checked.isOk()) continue;
+    // The whole group fails: every member is announced with the error.
+    std::vector<Request> requests;
+    for (TensorEntry& e : entries) requests.push_back(std::move(e.request));
+    return announceInvalid(std::move(requests), checked);
   }
   return submit(std::move(entries), handles);
 }

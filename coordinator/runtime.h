@@ -22,7 +22,9 @@
 // handle: output(handle) until release(handle).
 //
 // Errors: enqueue returns kInvalidArgument (bad local input: the message names
-// the argument and what is accepted), kDuplicateName (a tensor of that name is
+// the rank, the argument and what is accepted; the request still reaches rank
+// 0, which fails the name with the same message on every other rank's
+// handle, so nobody waits for it), kDuplicateName (a tensor of that name is
 // in flight on this rank), kNotInitialized/kShutdown, or the runtime's
 // kPeerLost once a peer was lost. A handle completes with kMismatch (ranks
 // disagree: the message names the tensor, ranks and values), kPeerLost,

@@ -75,6 +75,14 @@ class RuntimeImpl {
   // job's, canonical; kInvalidArgument for a bad spec.
   Status resolveCompression(const OpOptions& options, Request* request) const;
   Status submit(std::vector<TensorEntry> entries, std::vector<Handle>* handles);
+  // This rank's checks of one entry (compression spec, request_validation.h,
+  // device); on success the entry is ready to submit.
+  Status checkEntry(TensorEntry* entry, const TensorView& input, const TensorView* output,
+                    const OpOptions& options);
+  // A request that failed this rank's checks: still announced (with
+  // request.error), so that rank 0 fails the name on every rank with the same
+  // message; returns that message ("op 'name': rank R: what"), with `failed`'s code.
+  Status announceInvalid(std::vector<Request> requests, const Status& failed);
   void wake();
 
   // Background thread (background_loop.cc).
@@ -88,6 +96,9 @@ class RuntimeImpl {
   void cacheExecuted(const Response& response, const std::vector<TensorEntry>& taken,
                      const std::vector<const TensorEntry*>& present);
   void abort(const Status& status);
+  // How long a worker waits for rank 0's abort notice, and rank 0 for the
+  // survivors to hang up after it: min(1 s, TUTTI_TIMEOUT_SECONDS).
+  Clock::duration abortGrace() const;
   void finishShutdown();
   void closeConnections();
 

@@ -33,6 +33,19 @@ std::string secondsSince(StallInspector::Clock::time_point since,
   return out.str();
 }
 
+// The stall warning's last words: when the op fails, or that it never will.
+std::string failsIn(StallInspector::Clock::duration shutdown,
+                    StallInspector::Clock::duration waited) {
+  if (shutdown.count() == 0) return "it never fails: TUTTI_STALL_SHUTDOWN_TIME_SECONDS=0";
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(0);
+  out << "this op fails in " << std::chrono::duration<double>(shutdown - waited).count()
+      << " s (TUTTI_STALL_SHUTDOWN_TIME_SECONDS=" << std::chrono::duration<double>(shutdown).count()
+      << ")";
+  return out.str();
+}
+
 }  // namespace
 
 StallInspector::StallInspector(double check_seconds, double shutdown_seconds, Clock::time_point now)
@@ -66,7 +79,8 @@ void StallInspector::check(Controller& controller, Clock::time_point now) {
     } else if (warn && waited >= check_) {
       TUTTI_LOG(kWarning) << "tensor '" << p.name << "' (" << opTypeName(p.type) << ") stalled for "
                           << secondsSince(p.since, now) << " s: ranks " << rankList(p.missing)
-                          << " have not submitted it; ranks " << rankList(p.submitted) << " have";
+                          << " have not submitted it; ranks " << rankList(p.submitted) << " have; "
+                          << failsIn(shutdown_, waited);
     }
   }
   if (warn) next_check_ = now + check_;

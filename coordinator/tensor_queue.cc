@@ -4,6 +4,14 @@
 
 namespace tutti {
 
+namespace {
+Status duplicate(const Request& r) {
+  return Status::duplicateName(std::string(opTypeName(r.type)) + " '" + r.name +
+                               "': a tensor of that name is already in flight on this rank; "
+                               "wait for it before reusing the name");
+}
+}  // namespace
+
 Status TensorQueue::add(std::vector<TensorEntry> entries) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return *closed_;
@@ -11,9 +19,7 @@ Status TensorQueue::add(std::vector<TensorEntry> entries) {
   for (const TensorEntry& e : entries) {
     const std::string& name = e.request.name;
     if (in_flight_.count(name) || !seen.insert(name).second) {
-      return Status::duplicateName(std::string(opTypeName(e.request.type)) + " '" + name +
-                                   "': a tensor of that name is already in flight on this rank; "
-                                   "wait for it before reusing the name");
+      return duplicate(e.request);
     }
   }
   const auto now = std::chrono::steady_clock::now();
@@ -23,6 +29,24 @@ Status TensorQueue::add(std::vector<TensorEntry> entries) {
     std::string name = e.request.name;
     in_flight_.emplace(std::move(name), std::move(e));
   }
+  return Status::ok();
+}
+
+Status TensorQueue::announce(Request request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return *closed_;
+  if (in_flight_.count(request.name)) {
+    return duplicate(request);
+  }
+  // The name stays in flight, under handle 0 (never a live handle, so its
+  // completion goes nowhere), until the error response for it arrives: a
+  // retry under the same name cannot pair with this request at rank 0.
+  TensorEntry placeholder;
+  placeholder.request = request;
+  placeholder.enqueued = std::chrono::steady_clock::now();
+  std::string name = request.name;
+  new_requests_.push_back(std::move(request));
+  in_flight_.emplace(std::move(name), std::move(placeholder));
   return Status::ok();
 }
 

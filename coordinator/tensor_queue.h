@@ -43,6 +43,11 @@ class TensorQueue {
   // flight (or repeated within `entries`), naming it; once close() was
   // called, the status given to close().
   Status add(std::vector<TensorEntry> entries);
+  // Announces a request that failed this rank's checks (request.error set)
+  // with a placeholder entry of handle 0 (no handle): rank 0 fails the name on
+  // every rank, and the error frees the name here too. kDuplicateName when
+  // the name is in flight; the close() status once closed.
+  Status announce(Request request);
   // Requests added since the last call, in enqueue order.
   std::vector<Request> takeNewRequests();
   // Removes the entry of that name; false when there is none.

@@ -1,6 +1,7 @@
 #include "coordinator/timeline.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -202,6 +203,13 @@ Status Timeline::start(const std::string& path, int rank, bool mark_cycles) {
   if (writer_.joinable()) {
     return Status::invalidArgument("a timeline is already being recorded to '" + file_name_ +
                                    "': stop it before starting another");
+  }
+  struct stat info;
+  if (path.back() == '/' || (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))) {
+    const std::string dir = path.back() == '/' ? path.substr(0, path.size() - 1) : path;
+    return Status::invalidArgument(
+        "timeline: '" + path + "' is a directory; give a file path such as '" + dir +
+        "/timeline.json' (each rank writes '" + dir + "/timeline.rank<R>.json')");
   }
   const std::string file = timelineFileName(path, rank);
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -45,6 +45,7 @@ void write(BufferWriter& w, const Request& r) {
   w.putI32(r.group_id);
   w.putI32(r.group_size);
   w.putString(r.compression);
+  w.putString(r.error);
 }
 
 bool read(BufferReader& rd, Request* r) {
@@ -53,7 +54,8 @@ bool read(BufferReader& rd, Request* r) {
             rd.getU8(&op) && rd.getI64Vector(&r->shape) && rd.getI32(&r->root) &&
             rd.getDouble(&r->prescale) && rd.getDouble(&r->postscale) &&
             rd.getI64Vector(&r->splits) && rd.getU8(&device) && rd.getI32(&r->group_id) &&
-            rd.getI32(&r->group_size) && rd.getString(&r->compression, kMaxSpecLength);
+            rd.getI32(&r->group_size) && rd.getString(&r->compression, kMaxSpecLength) &&
+            rd.getString(&r->error);
   if (!ok || type > kMaxOpType || !isValidDataType(dtype) || !isValidReduceOp(op) || device > 1) {
     return false;
   }

@@ -45,6 +45,11 @@ struct Request {
   // Allreduce: canonical compression spec (core/compression_spec.h), the op's
   // own or the job's TUTTI_COMPRESSION; "" for other ops. Ranks must agree.
   std::string compression;
+  // Non-empty: this rank's arguments failed its local checks (what was wrong
+  // and what is accepted, without the "op 'name': " prefix). The request
+  // still goes to rank 0, which fails the name on every rank with
+  // kInvalidArgument naming this rank, so that no rank waits for it.
+  std::string error;
 };
 
 struct RequestList {

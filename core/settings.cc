@@ -44,8 +44,9 @@ const std::vector<SettingSpec> kSpecs = {
      "entries in the response cache; 0 disables it"},
     {"TUTTI_STALL_CHECK_TIME_SECONDS", SettingType::kDouble, "60", 0, 1e7, "",
      "seconds before a tensor not submitted by every rank is reported as stalled (0: never)"},
-    {"TUTTI_STALL_SHUTDOWN_TIME_SECONDS", SettingType::kDouble, "0", 0, 1e7, "",
-     "seconds after which stalled ops fail on every rank (0: they only warn)"},
+    {"TUTTI_STALL_SHUTDOWN_TIME_SECONDS", SettingType::kDouble, "1800", 0, 1e7, "",
+     "seconds after which stalled ops fail on every rank (default 1800, torch.distributed's "
+     "timeout; 0: never, they only warn)"},
     {"TUTTI_TIMEOUT_SECONDS", SettingType::kDouble, "30", 0.001, 1e7, "",
      "seconds to wait for peers at start, and for a silent peer connection (dead host, cut "
      "link: TCP keepalive) before that peer is declared lost; a hung peer process whose host "

@@ -55,7 +55,7 @@ struct Settings {
   double cycle_time_ms = 0;
   int64_t cache_capacity = 1024;
   double stall_check_time_seconds = 60;
-  double stall_shutdown_time_seconds = 0;  // 0: stalled ops only warn
+  double stall_shutdown_time_seconds = 1800;  // 0: stalled ops only warn, never fail
   double timeout_seconds = 30;
   int64_t segment_bytes = 0;  // ring pipeline segment size
   std::string shm = "auto";   // TUTTI_SHM: "auto" (same-host peers via shared memory) or "off"

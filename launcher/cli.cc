@@ -38,7 +38,8 @@ const SettingFlag kSettingFlags[] = {
     {"--stall-check-warning-time-seconds", "TUTTI_STALL_CHECK_TIME_SECONDS", 1, "S",
      "seconds before a tensor missing on some ranks is reported as stalled; 0: never (default 60)"},
     {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS", 1, "S",
-     "seconds after which stalled ops fail on every rank; 0: they only warn (default 0)"},
+     "seconds after which stalled ops fail on every rank; 0: never, they only warn (default "
+     "1800)"},
     {"--backend", "TUTTI_BACKEND", 1, "NAME",
      "collective backend: tcp, mpi, nccl (CUDA tensors), or auto = mpi under mpirun, else tcp "
      "(default auto)"},

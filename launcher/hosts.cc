@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -132,6 +133,12 @@ Status parseHostfile(const std::string& text, const std::string& source,
                                      ", got '" + trim(content) + "'");
     };
     if (tokens.size() > 2) return bad("expected 'host' or 'host slots=N'");
+    if (std::count(tokens[0].begin(), tokens[0].end(), ':') == 1) {
+      // One colon: the -H form, not an IPv6 address (those have two or more).
+      return bad(
+          "'host:slots' is the -H form; a hostfile line is 'host' (1 slot) or "
+          "'host slots=N'");
+    }
     if (!validHostName(tokens[0])) return bad("bad host name");
     int slots = 1;
     if (tokens.size() == 2) {

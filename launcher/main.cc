@@ -117,6 +117,10 @@ int run(const LaunchOptions& o) {
     remote_beyond_loopback =
         remote_beyond_loopback || (remote[i] && !isLoopbackHost(placement[i].host));
   }
+  if (any_remote || !o.discovery_script.empty()) {
+    const std::string dropped = unexportableWarning(job.base);
+    if (!dropped.empty()) std::cerr << "tuttirun: warning: " << dropped << std::endl;
+  }
   job.remote_rendezvous_addr = "127.0.0.1";
   // A discovery script may add real hosts later: take the address now if
   // there is one.

@@ -145,11 +145,25 @@ bool isHostSpecificVariable(const std::string& name) {
   }
   if (name.compare(0, 4, "SSH_") == 0 || name.compare(0, 9, "BASH_FUNC") == 0) return true;
   // Names a POSIX shell cannot export are not carried either.
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return true;
+  return !isExportableName(name);
+}
+
+bool isExportableName(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return true;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   }
-  return false;
+  return true;
+}
+
+std::string unexportableWarning(const EnvMap& base) {
+  std::string names;
+  for (const auto& [name, value] : base) {
+    if (!isExportableName(name)) names += (names.empty() ? "" : ", ") + name;
+  }
+  if (names.empty()) return "";
+  return "not carried to ranks on other hosts (ssh): " + names +
+         " (a shell cannot export these names; use letters, digits and _)";
 }
 
 EnvMap rankEnvironment(const RankPlacement& rank, int world_size, bool remote, const JobEnv& job) {

@@ -66,6 +66,12 @@ EnvMap workerEnvironment(int worker_id, const std::string& elastic_timeout_secon
 // machine or this login session.
 bool isHostSpecificVariable(const std::string& name);
 
+// True for names a POSIX shell can export ([A-Za-z_][A-Za-z0-9_]*).
+bool isExportableName(const std::string& name);
+// The warning tuttirun prints when ranks run on other hosts and `base` holds
+// names a shell cannot export (they are dropped there); "" when none.
+std::string unexportableWarning(const EnvMap& base);
+
 // "KEY=value" strings for execve.
 std::vector<std::string> envStrings(const EnvMap& env);
 

@@ -138,6 +138,60 @@ TEST_P(AlltoallErrorTest, BadSplitsAreInvalidArguments) {
   });
 }
 
+// ---- bad splits on one rank only: the same error on every rank, no hang ------------
+TEST_P(AlltoallErrorTest, BadSplitsOnOneRankFailEveryRankWithTheSameMessage) {
+  const int size = GetParam();
+  const int bad = size - 1;
+  struct BadCase {
+    std::vector<int64_t> splits;
+    int64_t first_dim;
+    std::string says;
+  };
+  std::vector<int64_t> negative(size, 1);
+  negative[0] = -1;
+  const std::vector<BadCase> cases = {
+      {std::vector<int64_t>(size + 1, 1), int64_t{size} + 1,
+       "splits has " + std::to_string(size + 1) + " entries; expected one per rank (" +
+           std::to_string(size) + ")"},
+      {negative, int64_t{size}, "splits[0] = -1 is negative; splits are rows sent to each rank"},
+      {std::vector<int64_t>(size, 2), int64_t{size},
+       "splits sum to " + std::to_string(2 * size) + " rows, more than the first dimension " +
+           std::to_string(size)},
+  };
+  std::vector<std::vector<std::string>> messages(cases.size(), std::vector<std::string>(size));
+  runThreadRanks(size, [&](Runtime& rt) {
+    const int rank = rt.rank();
+    for (size_t c = 0; c < cases.size(); ++c) {
+      SCOPED_TRACE(cases[c].says);
+      const bool mine = rank == bad;
+      HostTensor in(DataType::kInt32, {mine ? cases[c].first_dim : int64_t{size}, 2});
+      const std::string name = indexedName("a2a.one_bad", c);
+      OpResult r = alltoallNow(rt, in, name, mine ? cases[c].splits : std::vector<int64_t>{});
+      EXPECT_TRUE(HasCode(r.status, StatusCode::kInvalidArgument));
+      EXPECT_EQ(r.enqueue_failed, mine) << "the bad rank fails at enqueue, the others at wait";
+      EXPECT_TRUE(ContainsAll(r.status.message(), {"alltoall '" + name + "': rank " +
+                                                   std::to_string(bad) + ": " + cases[c].says}))
+          << r.status.message();
+      messages[c][rank] = r.status.message();
+    }
+    HostTensor in(DataType::kInt32, {int64_t{size}, 2});
+    in.fill([&](int64_t i) { return blockValue(rank, static_cast<int>(i / 2)); });
+    OpResult good = alltoallNow(rt, in, "a2a.after_one_bad", {});
+    ASSERT_TRUE(IsOk(good.status)) << good.status.toString();
+    ASSERT_TRUE(good.has_output);
+    EXPECT_TRUE(elementsMatch(
+        good.output, [&](int64_t i) { return blockValue(static_cast<int>(i / 2), rank); }));
+  });
+  // Ranks as threads fill every row; under mpirun each process fills its own
+  // rank's only, and the check above (the bad rank's text) is what remains.
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int r = 1; r < size; ++r) {
+      if (messages[c][0].empty() || messages[c][r].empty()) continue;
+      EXPECT_EQ(messages[c][r], messages[c][0]) << "rank " << r;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, AlltoallErrorTest, ::testing::Values(2, 3, 5), sizeName);
 
 }  // namespace

@@ -225,6 +225,8 @@ TEST_P(StallTest, WarningNamesTensorAndMissingRanksThenOpFailsOnSubmitters) {
     self.check(st.code() == StatusCode::kStalled, "expected 'stalled', got " + st.toString());
     self.check(st.message().find("stalled_grad") != std::string::npos,
                "the stalled error does not name the tensor: " + st.message());
+    self.check(namesRank(st.message(), missing), "the stalled error does not name missing rank " +
+                                                     std::to_string(missing) + ": " + st.message());
     self.check(waited >= 1.5,
                "failed after " + std::to_string(waited) + " s, before the 2 s stall shutdown time");
     self.check(waited <= 10, "failed only after " + std::to_string(waited) + " s");
@@ -247,6 +249,12 @@ TEST_P(StallTest, WarningNamesTensorAndMissingRanksThenOpFailsOnSubmitters) {
   bool names_missing = false;
   for (const auto& w : warnings) names_missing = names_missing || namesRank(w, missing);
   EXPECT_TRUE(names_missing) << "no stall warning names missing rank " << missing << ":\n"
+                             << describeAll(results);
+  bool says_deadline = false;
+  for (const auto& w : warnings) {
+    says_deadline = says_deadline || w.find("this op fails in ") != std::string::npos;
+  }
+  EXPECT_TRUE(says_deadline) << "no stall warning says when the op fails:\n"
                              << describeAll(results);
 }
 

@@ -105,6 +105,17 @@ TEST(SettingsTest, GoodValuesAreRead) {
   EXPECT_EQ(s.cycle_time_ms, 2.5);
 }
 
+// No hang forever by default: a stalled op fails after torch.distributed's
+// 30 minutes; 0 stays "never".
+TEST(SettingsTest, StallShutdownDefaultsTo1800SecondsAndZeroMeansNever) {
+  Settings s;
+  ASSERT_TRUE(IsOk(loadSettings(envOf({}), &s)));
+  EXPECT_EQ(s.stall_shutdown_time_seconds, 1800);
+  Settings never;
+  ASSERT_TRUE(IsOk(loadSettings(envOf({{"TUTTI_STALL_SHUTDOWN_TIME_SECONDS", "0"}}), &never)));
+  EXPECT_EQ(never.stall_shutdown_time_seconds, 0);
+}
+
 TEST(SettingsTest, NonNumericFusionThresholdIsRejected) {
   Settings s;
   Status st = loadSettings(envOf({{"TUTTI_FUSION_THRESHOLD_BYTES", "abc"}}), &s);

@@ -108,6 +108,32 @@ TEST_P(MismatchTest, PostscalesDiffer) {
   });
 }
 
+// ---- a broadcast root out of range on one rank only: every rank fails, no hang ----
+TEST_P(MismatchTest, RootOutOfRangeOnOneRankFailsEveryRank) {
+  const int size = GetParam();
+  std::vector<std::string> messages(size);
+  runThreadRanks(size, [&](Runtime& rt) {
+    HostTensor buf(DataType::kFloat32, {4});
+    OpOptions opts;
+    opts.name = "mm.root";
+    opts.root = rt.rank() == 1 ? size : 0;
+    Status st =
+        runOpStatus(rt, [&](Handle* h) { return rt.broadcast(buf.view(), buf.view(), opts, h); });
+    EXPECT_TRUE(HasCode(st, StatusCode::kInvalidArgument));
+    EXPECT_TRUE(
+        ContainsAll(st.message(), {"broadcast 'mm.root': rank 1: root " + std::to_string(size) +
+                                   " is out of range [0, " + std::to_string(size - 1) + "]"}))
+        << st.message();
+    messages[rt.rank()] = st.message();
+    expectLaterAllreduceWorks(rt, "mm.root.after");
+  });
+  // Ranks as threads fill every entry; under mpirun each process its own only.
+  for (int r = 1; r < size; ++r) {
+    if (messages[0].empty() || messages[r].empty()) continue;
+    EXPECT_EQ(messages[r], messages[0]) << "rank " << r;
+  }
+}
+
 // ---- 20. a name already in flight on this rank ------------------------------------------
 // The op under the name cannot complete while one rank (the holder) has not
 // submitted it yet, so the second enqueue meets it in flight for certain. Two

@@ -106,6 +106,17 @@ TEST(TimelineTest, StartAndStopErrors) {
   Status st = t.start(dir + "/missing/dir/t.json", 0, false);
   EXPECT_EQ(st.code(), StatusCode::kIoError);
   EXPECT_NE(st.message().find("missing/dir/t.rank0.json"), std::string::npos) << st.message();
+  // A directory (it used to get 'dir.rank0', or a hidden 'dir/.rank0').
+  for (const std::string& d : {dir, dir + "/"}) {
+    st = t.start(d, 0, false);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.toString();
+    EXPECT_NE(st.message().find("'" + d + "' is a directory; give a file path such as '" + dir +
+                                "/timeline.json'"),
+              std::string::npos)
+        << st.message();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + ".rank0"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/.rank0"));
   ASSERT_TRUE(t.start(dir + "/t.json", 4, false).isOk());
   st = t.start(dir + "/u.json", 4, false);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);

@@ -77,6 +77,22 @@ TEST(Hostfile, RejectsBadLinesNamingTheLine) {
   }
 }
 
+// "host:slots" is -H syntax; in a hostfile it used to become a host named
+// "w1:4" with one slot.
+TEST(Hostfile, HostColonSlotsLineIsAnErrorSayingTheAcceptedForms) {
+  std::vector<HostSlots> hosts;
+  Status st = parseHostfile("w0 slots=2\nw1:4\n", "hosts.txt", &hosts);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_EQ(st.message().rfind("hosts.txt:2: ", 0), 0u) << st.message();
+  EXPECT_NE(st.message().find("'host' (1 slot) or 'host slots=N', got 'w1:4'"), std::string::npos)
+      << st.message();
+  // IPv6 addresses (two or more colons) are still hosts.
+  ASSERT_TRUE(parseHostfile("fe80::1 slots=2\n", "hosts.txt", &hosts).isOk());
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_EQ(hosts[0].host, "fe80::1");
+  EXPECT_EQ(hosts[0].slots, 2);
+}
+
 TEST(Hostfile, EmptyFileIsAnError) {
   std::vector<HostSlots> hosts;
   EXPECT_FALSE(parseHostfile("# nothing\n\n", "h", &hosts).isOk());

@@ -66,6 +66,20 @@ TEST(RankEnv, RemoteRankDropsHostSpecificVariables) {
   EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);  // the remote host computes it
 }
 
+// FOO.BAR cannot be exported by a shell, so ssh ranks never get it: tuttirun
+// says so, naming it, instead of dropping it without a word.
+TEST(RankEnv, UnexportableNamesAreNamedInAWarning) {
+  EnvMap base = {{"FOO.BAR", "1"}, {"MY_VAR", "x"}, {"2ND", "y"}};
+  RankPlacement p{1, "w1", 0, 0, 1, 1, 2};
+  JobEnv job = sampleJob();
+  job.base = base;
+  EXPECT_EQ(rankEnvironment(p, 2, true, job).count("FOO.BAR"), 0u);
+  EXPECT_EQ(unexportableWarning(base),
+            "not carried to ranks on other hosts (ssh): 2ND, FOO.BAR (a shell cannot export "
+            "these names; use letters, digits and _)");
+  EXPECT_EQ(unexportableWarning({{"MY_VAR", "x"}, {"_A1", "z"}}), "");
+}
+
 TEST(RankEnv, EnvFlags) {
   EnvMap from = {{"A", "1"}};
   EnvMap env;

@@ -62,3 +62,15 @@ def test_start_timeline_errors():
         hvd.start_timeline("")
     with pytest.raises(hvd.TuttiIOError):
         hvd.start_timeline("/nonexistent-dir/for/tutti/timeline.json")
+
+
+def test_start_timeline_on_a_directory_is_an_error_naming_it():
+    d = tempfile.mkdtemp(prefix="tutti-tl-dir-")
+    try:
+        with pytest.raises(hvd.InvalidArgumentError) as info:
+            hvd.start_timeline(d)
+        assert ("'%s' is a directory; give a file path such as '%s/timeline.json'" % (d, d)
+                in str(info.value)), str(info.value)
+        assert os.listdir(d) == [] and not os.path.exists(d + ".rank%d" % hvd.rank())
+    finally:
+        shutil.rmtree(d)
