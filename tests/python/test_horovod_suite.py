@@ -359,7 +359,7 @@ def test_alltoall_errors():
         hvd.alltoall(torch.empty(size - 1), torch.ones(size, dtype=torch.int32),
                      name="hs.a2a.err.sum")
     with pytest.raises(ValueError):
-        hvd.alltoall(torch.empty(size), torch.empty(size, dtype=torch.float32),
+        hvd.alltoall(torch.empty(size), torch.ones(size, dtype=torch.float32),
                      name="hs.a2a.err.splits_type")
     if size == 1:
         return

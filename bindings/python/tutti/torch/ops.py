@@ -246,8 +246,9 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=None):
     """Blocking in-place allreduce; returns `tensor`."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    # average= is resolved here so that its DeprecationWarning names the caller.
+    return synchronize(allreduce_async_(tensor, None, name, _op_code(op, average),
+                                        prescale_factor, postscale_factor, process_set))
 
 
 def _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor,
@@ -317,8 +318,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=None):
     """Blocking in-place grouped allreduce; returns `tensors`."""
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, process_set))
+    return synchronize(grouped_allreduce_async_(tensors, None, name, _op_code(op, average),
+                                                prescale_factor, postscale_factor, process_set))
 
 
 # ---- allgather, broadcast, alltoall, reducescatter --------------------------------
@@ -408,6 +409,12 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     if splits is None:
         c_splits, n = None, 0
     else:
+        if torch.is_tensor(splits) and (splits.dtype.is_floating_point or splits.dtype.is_complex
+                                        or splits.dtype == torch.bool):
+            # As Horovod: the splits tensor's dtype is checked, not its values.
+            raise InvalidArgumentError(
+                "alltoall splits is a %s tensor; expected an integer tensor (torch.int32 as "
+                "Horovod, or int64) or a list of ints" % splits.dtype, 1)
         values = splits.tolist() if torch.is_tensor(splits) else list(splits)
         for v in values:
             if isinstance(v, bool) or int(v) != v:
