@@ -149,7 +149,10 @@ Status DeviceExecutor::execute(const Response& r, const std::vector<const Tensor
       break;
     case OpType::kBarrier:
     case OpType::kJoin:
-      return Status::internal("barrier and join carry no tensor and never run on a device");
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
+      return Status::internal(std::string(opTypeName(r.type)) +
+                              " carries no tensor and never runs on a device");
   }
   TUTTI_RETURN_IF_ERROR(st);
   return ctx->synchronize();

@@ -64,6 +64,9 @@ Status Executor::execute(const Response& r, const std::vector<const TensorEntry*
     case OpType::kJoin:
       (*completions)[0].join_result = r.last_joined_rank;
       return Status::ok();
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
+      break;  // the runtime runs these itself (coordinator/process_sets.h)
   }
   return Status::internal("unknown op type in a response");
 }
