@@ -25,9 +25,9 @@ Controller::Controller(int size, const ResponseCache* cache, bool keep_decided,
 }
 
 void Controller::refuse(const Request& request, StatusCode code, const std::string& why) {
-  Response resp = errorResponse({request.name}, request.type, code,
-                                std::string(opTypeName(request.type)) + " '" + request.name +
-                                    "' " + why);
+  Response resp =
+      errorResponse({request.name}, request.type, code,
+                    std::string(opTypeName(request.type)) + " '" + request.name + "' " + why);
   resp.process_set = request.process_set;
   emit(std::move(resp), -1, 0);
 }
@@ -126,7 +126,8 @@ void Controller::checkReady(const std::string& key) {
   } else {
     std::vector<const Request*> by_rank(n, nullptr);
     for (size_t r = 0; r < n; ++r) by_rank[r] = p.by_rank[r] ? &*p.by_rank[r] : nullptr;
-    resp = buildResponse(p.name, by_rank, p.process_set == kGlobalProcessSet ? nullptr : &p.members);
+    resp =
+        buildResponse(p.name, by_rank, p.process_set == kGlobalProcessSet ? nullptr : &p.members);
   }
   resp.process_set = p.process_set;
   int group_id = -1;

@@ -136,10 +136,10 @@ class Controller {
     std::string name;
     int32_t process_set = kGlobalProcessSet;
     std::vector<int> members;  // global ranks of the set, ascending
-    uint64_t seq;  // arrival order, for deterministic scans
+    uint64_t seq;              // arrival order, for deterministic scans
     Clock::time_point since;
     std::vector<std::optional<Request>> by_rank;  // by rank within the set
-    std::vector<int64_t> slots;  // cache slot per member, -1 = full request
+    std::vector<int64_t> slots;                   // cache slot per member, -1 = full request
   };
   void checkReady(const std::string& key);
   void emit(Response response, int group_id, int group_size);

@@ -99,20 +99,20 @@ Status RuntimeImpl::executeRemoveProcessSet(const Response& resp, Completion* do
   }
   if (!sets_.remove(id)) {
     ProcessSetInfo unused;
-    done->status = Status::invalidArgument("remove_process_set: " +
-                                           sets_.lookup(id, &unused).message());
+    done->status =
+        Status::invalidArgument("remove_process_set: " + sets_.lookup(id, &unused).message());
     return Status::ok();
   }
   set_exec_.erase(id);
   const std::string why = "was pending when process set " + std::to_string(id) + " was removed";
   for (TensorEntry& e : queue_.takeProcessSet(id)) {
-    handles_.complete(e.handle, Completion{Status::invalidArgument(
-                                               std::string(opTypeName(e.request.type)) + " '" +
-                                               e.request.name + "' " + why),
-                                           false,
-                                           {},
-                                           {},
-                                           -1});
+    handles_.complete(e.handle,
+                      Completion{Status::invalidArgument(std::string(opTypeName(e.request.type)) +
+                                                         " '" + e.request.name + "' " + why),
+                                 false,
+                                 {},
+                                 {},
+                                 -1});
   }
   if (controller_) controller_->failProcessSet(id, why);
   return Status::ok();
@@ -125,9 +125,8 @@ Status RuntimeImpl::executeResponse(const Response& resp,
   if (resp.type == OpType::kAddProcessSet || resp.type == OpType::kRemoveProcessSet) {
     completions->assign(resp.names.size(), Completion{});
     *executed = true;
-    return resp.type == OpType::kAddProcessSet
-               ? executeAddProcessSet(resp, &(*completions)[0])
-               : executeRemoveProcessSet(resp, &(*completions)[0]);
+    return resp.type == OpType::kAddProcessSet ? executeAddProcessSet(resp, &(*completions)[0])
+                                               : executeRemoveProcessSet(resp, &(*completions)[0]);
   }
   Executor* executor = executor_.get();
   last_executor_ = executor;
@@ -135,14 +134,14 @@ Status RuntimeImpl::executeResponse(const Response& resp,
     auto it = set_exec_.find(resp.process_set);
     if (it == set_exec_.end()) {
       // Not a member (nothing to do), or the set was removed meanwhile.
-      completions->assign(resp.names.size(),
-                          Completion{Status::invalidArgument(
-                                         "process set " + std::to_string(resp.process_set) +
-                                         " was removed before this op ran"),
-                                     false,
-                                     {},
-                                     {},
-                                     -1});
+      completions->assign(
+          resp.names.size(),
+          Completion{Status::invalidArgument("process set " + std::to_string(resp.process_set) +
+                                             " was removed before this op ran"),
+                     false,
+                     {},
+                     {},
+                     -1});
       *executed = std::any_of(present.begin(), present.end(), [](auto* e) { return e; });
       return Status::ok();
     }

@@ -214,18 +214,17 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
     }
   }
   const OpType type = first->type;
-  const std::string head =
-      std::string(opTypeName(type)) + " '" + name + "'" +
-      (first->process_set == kGlobalProcessSet
-           ? std::string(": ")
-           : " in process set " + std::to_string(first->process_set) + ": ");
+  const std::string head = std::string(opTypeName(type)) + " '" + name + "'" +
+                           (first->process_set == kGlobalProcessSet
+                                ? std::string(": ")
+                                : " in process set " + std::to_string(first->process_set) + ": ");
   // One rank's bad arguments fail the name on every rank, before any
   // cross-rank rule reads them.
   std::string invalid;
   for (int r = 0; r < size; ++r) {
     if (by_rank[r] == nullptr || by_rank[r]->error.empty()) continue;
-    invalid +=
-        (invalid.empty() ? "" : "; ") + ("rank " + std::to_string(label(r))) + ": " + by_rank[r]->error;
+    invalid += (invalid.empty() ? "" : "; ") + ("rank " + std::to_string(label(r))) + ": " +
+               by_rank[r]->error;
   }
   if (!invalid.empty()) {
     return errorResponse({name}, type, StatusCode::kInvalidArgument, head + invalid);

@@ -70,11 +70,10 @@ Status RuntimeImpl::resolveSet(int32_t id, OpType type, const std::string& name,
   Status known = sets_.lookup(id, set);
   if (!known.isOk()) return Status::invalidArgument(head + known.message());
   if (set->rankOf(rank_) < 0) {
-    return Status::invalidArgument(head + "rank " + std::to_string(rank_) +
-                                   " is not in process set " + std::to_string(id) + " (ranks " +
-                                   shapeToString(std::vector<int64_t>(set->ranks.begin(),
-                                                                      set->ranks.end())) +
-                                   "); only its members may run its collectives");
+    return Status::invalidArgument(
+        head + "rank " + std::to_string(rank_) + " is not in process set " + std::to_string(id) +
+        " (ranks " + shapeToString(std::vector<int64_t>(set->ranks.begin(), set->ranks.end())) +
+        "); only its members may run its collectives");
   }
   return Status::ok();
 }
@@ -129,7 +128,8 @@ Status RuntimeImpl::checkEntry(TensorEntry* entry, const TensorView& input,
     if (input.device == DeviceType::kCuda) {
       return Status::invalidArgument(head +
                                      "CUDA tensors run over the global process set only (process "
-                                     "set " + std::to_string(set.id) +
+                                     "set " +
+                                     std::to_string(set.id) +
                                      "); copy the tensor to the CPU for this op");
     }
   }
@@ -205,10 +205,9 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
   }
   ProcessSetInfo set;
   TUTTI_RETURN_IF_ERROR(resolveSet(options.process_set, OpType::kAllreduce, options.name, &set));
-  const std::string base =
-      options.name.empty()
-          ? "allreduce.noname." + std::to_string(sets_.nextNameNumber(set.id))
-          : options.name;
+  const std::string base = options.name.empty()
+                               ? "allreduce.noname." + std::to_string(sets_.nextNameNumber(set.id))
+                               : options.name;
   const int32_t group_id = sets_.nextGroupId(set.id);
   std::vector<TensorEntry> entries;
   for (size_t i = 0; i < inputs.size(); ++i) {

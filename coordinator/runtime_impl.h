@@ -137,7 +137,7 @@ class RuntimeImpl {
   // Every registered process set, with its name counters (thread-safe).
   ProcessSetTable sets_;
   std::atomic<int64_t> set_op_counter_{0};  // names of registrations/removals
-  std::mutex wake_mu_;  // guards the transport's lifetime against wake()
+  std::mutex wake_mu_;                      // guards the transport's lifetime against wake()
   bool transport_open_ = false;
   std::mutex shutdown_mu_;  // serialises shutdown() callers
   std::thread thread_;

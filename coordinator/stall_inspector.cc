@@ -77,18 +77,16 @@ void StallInspector::check(Controller& controller, Clock::time_point now) {
     if (shutdown_.count() > 0 && waited >= shutdown_) {
       std::ostringstream msg;
       msg << opTypeName(p.type) << " '" << p.name << "'" << inSet(p.process_set) << " stalled for "
-          << secondsSince(p.since, now)
-          << " s: ranks " << rankList(p.missing)
+          << secondsSince(p.since, now) << " s: ranks " << rankList(p.missing)
           << " never submitted it (TUTTI_STALL_SHUTDOWN_TIME_SECONDS="
           << std::chrono::duration<double>(shutdown_).count() << ")";
       TUTTI_LOG(kError) << msg.str();
       controller.fail(p.key, StatusCode::kStalled, msg.str());
     } else if (warn && waited >= check_) {
       TUTTI_LOG(kWarning) << "tensor '" << p.name << "' (" << opTypeName(p.type)
-                          << inSet(p.process_set) << ") stalled for "
-                          << secondsSince(p.since, now) << " s: ranks " << rankList(p.missing)
-                          << " have not submitted it; ranks " << rankList(p.submitted) << " have; "
-                          << failsIn(shutdown_, waited);
+                          << inSet(p.process_set) << ") stalled for " << secondsSince(p.since, now)
+                          << " s: ranks " << rankList(p.missing) << " have not submitted it; ranks "
+                          << rankList(p.submitted) << " have; " << failsIn(shutdown_, waited);
     }
   }
   if (warn) next_check_ = now + check_;

@@ -30,8 +30,8 @@ int applyOptions(const tutti_op_options* opts, bool allreduce, tutti::OpOptions*
                        ": initialise the options with tutti_op_options_init()");
   }
   out->process_set = opts->process_set_id;
-  if (allreduce && opts->struct_size >= sizeof(tutti_op_options) &&
-      opts->compression != nullptr && opts->compression[0] != '\0') {
+  if (allreduce && opts->struct_size >= sizeof(tutti_op_options) && opts->compression != nullptr &&
+      opts->compression[0] != '\0') {
     out->compression = opts->compression;
   }
   return TUTTI_OK;
@@ -210,8 +210,8 @@ int tutti_reducescatter_async(const tutti_tensor* input, const char* name, int o
 }
 
 int tutti_reducescatter_async_opts(const tutti_tensor* input, const char* name, int op,
-                                   double prescale, double postscale,
-                                   const tutti_op_options* opts, tutti_handle* handle) {
+                                   double prescale, double postscale, const tutti_op_options* opts,
+                                   tutti_handle* handle) {
   tutti::TensorView in;
   tutti::OpOptions options;
   if (int rc = checkHandleOut(handle)) return rc;
