@@ -52,6 +52,12 @@ int32_t evenOddSet(Runtime& rt, std::vector<int>* members) {
   return rt.rank() % 2 == 0 ? even : odd;
 }
 
+// Ranks leave together: a rank whose set finished early must not shut down
+// (which stops the whole job, as in Horovod) while another set still runs.
+void leaveTogether(Runtime& rt) {
+  EXPECT_TRUE(IsOk(runOpStatus(rt, [&](Handle* h) { return rt.barrier(h); })));
+}
+
 class ProcessSetTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(ProcessSetTest, AllreduceOverEvenAndOddSetsSumsTheMembersOnly) {
@@ -81,6 +87,7 @@ TEST_P(ProcessSetTest, AllreduceOverEvenAndOddSetsSumsTheMembersOnly) {
         runOpStatus(rt, [&](Handle* h) { return rt.allreduce(in.view(), out.view(), o, h); })));
     EXPECT_TRUE(elementsMatch(
         out, [&](int64_t) { return rank_sum / n; }, 1e-12));
+    leaveTogether(rt);
   });
 }
 
@@ -98,6 +105,7 @@ TEST_P(ProcessSetTest, AllgatherConcatenatesTheMembersInTheirOrder) {
     for (int m : members) expected.insert(expected.end(), (m + 1) * 3, m);
     ASSERT_EQ(res.output.view().shape[0], static_cast<int64_t>(expected.size() / 3));
     EXPECT_TRUE(elementsMatch(res.output, [&](int64_t i) { return expected[i]; }));
+    leaveTogether(rt);
   });
 }
 
@@ -115,6 +123,7 @@ TEST_P(ProcessSetTest, BroadcastFromEveryMemberNamedByGlobalRank) {
           runOpStatus(rt, [&](Handle* h) { return rt.broadcast(in.view(), out.view(), o, h); })));
       EXPECT_TRUE(elementsMatch(out, [&](int64_t i) { return root * 1000 + i % 100; }));
     }
+    leaveTogether(rt);
   });
 }
 
@@ -141,6 +150,7 @@ TEST_P(ProcessSetTest, AlltoallWithSplitsWithinTheSet) {
     }
     EXPECT_EQ(res.received_splits, splits);
     EXPECT_TRUE(elementsMatch(res.output, [&](int64_t i) { return expected[i]; }));
+    leaveTogether(rt);
   });
 }
 
@@ -160,6 +170,7 @@ TEST_P(ProcessSetTest, ReducescatterGivesEachMemberItsRows) {
     ASSERT_EQ(res.output.view().shape[0], 4);
     const int64_t first = static_cast<int64_t>(me) * 4 * 2;
     EXPECT_TRUE(elementsMatch(res.output, [&](int64_t i) { return n * (first + i) + rank_sum; }));
+    leaveTogether(rt);
   });
 }
 
@@ -187,6 +198,7 @@ TEST_P(ProcessSetTest, GroupedAllreduceAndBarrierInASet) {
       EXPECT_TRUE(elementsMatch(out, [&](int64_t i) { return n * i + rank_sum; }));
     }
     EXPECT_TRUE(IsOk(runOpStatus(rt, [&](Handle* h) { return rt.barrier(h, set); })));
+    leaveTogether(rt);
   });
 }
 
@@ -194,7 +206,7 @@ TEST_P(ProcessSetTest, SameNameInTwoSetsAtOnceAndRepeatedSteps) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
     std::vector<int> members;
     const int32_t set = evenOddSet(rt, &members);
-    if (set == kGlobalProcessSet) return;  // size 1: no second set
+    if (set == kGlobalProcessSet) return;  // size 1: no second set, nothing else runs
     const double rank_sum = std::accumulate(members.begin(), members.end(), 0.0);
     const double world_sum = rt.size() * (rt.size() - 1) / 2.0;
     // Steady state (the response cache serves later steps): the same name in
@@ -213,6 +225,7 @@ TEST_P(ProcessSetTest, SameNameInTwoSetsAtOnceAndRepeatedSteps) {
       EXPECT_TRUE(elementsMatch(out_set, [&](int64_t i) { return n * (i + step) + rank_sum; }));
       EXPECT_TRUE(elementsMatch(out_world, [&](int64_t i) { return w * (i + step) + world_sum; }));
     }
+    leaveTogether(rt);
   });
 }
 
@@ -256,6 +269,7 @@ TEST_P(OverlappingSetTest, ChainOfPairsAndASingletonNeverDeadlock) {
         EXPECT_TRUE(elementsMatch(out, [&](int64_t i) { return i % 10 + rt.rank(); }));
       }
     }
+    leaveTogether(rt);
   });
 }
 
