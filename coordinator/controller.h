@@ -68,6 +68,21 @@
 // fail at once; then every rank closes its connections, so that peers still
 // waiting on it see the loss promptly instead of after the timeout.
 //
+// Process sets (coordinator/process_sets.h). Every request names its set
+// (Request.process_set; 0 = every rank). The table is keyed by (set, name),
+// so the same name may be pending in two sets at once; a name is ready when
+// every member of its set submitted it; validation runs over the members in
+// the set's order and names global ranks; groups are per set; the Response
+// carries the set. Rank 0 decides the order of every set's responses in one
+// list, as for the global set: each rank executes the responses of the sets
+// it belongs to, in that order, and skips the others (their response-cache
+// entries are still recorded, so every rank's cache stays the same). With
+// one total order, two sets that share ranks cannot wait on each other in a
+// cycle: the earliest response not yet done has every member on it.
+// Registering and removing a set are ops of the global set
+// (kAddProcessSet, kRemoveProcessSet): every rank executes them at the same
+// point of the order, so set ids agree everywhere.
+//
 // Threading: Controller is owned and used only by rank 0's background thread.
 
 #include <chrono>
