@@ -108,7 +108,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
   Controller& ctl = *controller_;
   for (const Request& req : queue_.takeNewRequests()) {
     ctl.addRequest(req, cacheable(req.type) ? cache_.slotFor(req) : -1, now);
-    timeline_.recordReady(req.name, 0, now);
+    timeline_.recordReady(displayName(req.process_set, req.name), 0, now);
   }
   if (shutdown_started_ && !shutdown_sent_) {
     shutdown_sent_ = true;
@@ -133,7 +133,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
     for (Request& req : list.requests) {
       req.rank = from;
       ctl.addRequest(req, -1, now);
-      timeline_.recordReady(req.name, from, now);
+      timeline_.recordReady(displayName(req.process_set, req.name), from, now);
     }
     for (int64_t slot : list.cache_hits) {
       std::optional<Request> req = cache_.requestOf(slot, from);
@@ -144,7 +144,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
       }
       req->rank = from;
       ctl.addRequest(*req, slot, now);
-      timeline_.recordReady(req->name, from, now);
+      timeline_.recordReady(displayName(req->process_set, req->name), from, now);
     }
     if (list.shutdown) ctl.addShutdown(from);
   }

@@ -34,6 +34,11 @@ std::string tensorKey(int32_t process_set, const std::string& name) {
   return "\x1f" + std::to_string(process_set) + "\x1f" + name;
 }
 
+std::string displayName(int32_t process_set, const std::string& name) {
+  if (process_set == kGlobalProcessSet) return name;
+  return name + " (process set " + std::to_string(process_set) + ")";
+}
+
 namespace {
 
 constexpr uint8_t kMaxOpType = static_cast<uint8_t>(OpType::kRemoveProcessSet);

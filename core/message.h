@@ -38,6 +38,9 @@ constexpr int32_t kGlobalProcessSet = 0;
 // response cache know a tensor: the name alone in the global set, else the
 // set id and the name (the same name may be in flight in two sets at once).
 std::string tensorKey(int32_t process_set, const std::string& name);
+// How logs and the timeline show a tensor: the name, plus
+// " (process set N)" outside the global set.
+std::string displayName(int32_t process_set, const std::string& name);
 
 // One rank's announcement that a named tensor is ready.
 struct Request {
