@@ -58,8 +58,6 @@ class HandleTable {
   // Forgets a completed handle and frees its output; kInvalidArgument for a
   // pending or unknown handle.
   Status release(Handle handle);
-  // Number of handles not yet completed (tests, diagnostics).
-  size_t pendingCount() const;
 
  private:
   struct Entry {
