@@ -33,13 +33,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "compression/zstd_stage.h"
 #include "core/settings.h"
 #include "core/store.h"
 #include "core/wire.h"
 #include "ops/tcp/auth.h"
 #include "ops/tcp/shm_channel.h"
 #include "ops/tcp/tcp_transport.h"
+#include "ops/tcp/zstd_stage.h"
 #include "ops/transport.h"
 
 namespace tutti {
