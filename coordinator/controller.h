@@ -120,7 +120,6 @@ class Controller {
   // Rank `rank` asked to shut down.
   void addShutdown(int rank);
   bool shutdownRequested() const { return shutdown_count_ > 0; }
-  bool allShutdown() const { return shutdown_count_ == size_; }  // every rank asked
 
   // Responses decided since the last call, in decision order.
   std::vector<Response> takeReady();

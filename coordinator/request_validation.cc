@@ -21,26 +21,9 @@ bool isReduction(OpType type) {
 }
 
 Status checkView(const Request& r, const TensorView& t, const char* what) {
-  for (int64_t d : t.shape) {
-    if (d < 0) {
-      return Status::invalidArgument(prefix(r) + what + " shape " + shapeToString(t.shape) +
-                                     " has a negative dimension");
-    }
-  }
-  if (!isValidDataType(static_cast<int>(t.dtype))) {
-    return Status::invalidArgument(prefix(r) + what + " has an unknown dtype " +
-                                   std::to_string(static_cast<int>(t.dtype)));
-  }
-  if (t.device != DeviceType::kCpu && t.device != DeviceType::kCuda) {
-    return Status::invalidArgument(prefix(r) + what + " has an unknown device " +
-                                   std::to_string(static_cast<int>(t.device)));
-  }
-  if (t.data == nullptr && t.numBytes() != 0) {
-    return Status::invalidArgument(prefix(r) + what + " data is null but the tensor " +
-                                   describeTensor(t) + " has " + std::to_string(t.numBytes()) +
-                                   " bytes");
-  }
-  return Status::ok();
+  Status st = checkTensorView(t, what);
+  if (st.isOk()) return st;
+  return Status(st.code(), prefix(r) + st.message());
 }
 
 }  // namespace

@@ -118,8 +118,8 @@ struct Response {
 
 struct ResponseList {
   std::vector<Response> responses;
-  // Set when every rank asked to shut down, or a peer was lost: the
-  // receivers stop after executing the list.
+  // Set once any rank asked to shut down (rank 0 then stops every rank), or
+  // when a peer was lost: the receivers stop after executing the list.
   bool shutdown = false;
   // kPeerLost etc.: every pending and later op fails with this status.
   StatusCode abort_code = StatusCode::kOk;

@@ -114,17 +114,22 @@ int placement(int (tutti::Runtime::*getter)() const) {
   return ((*g.runtime).*getter)();
 }
 
+// `handle`'s status without blocking: its op's status once it completed,
+// kInvalidArgument for an unknown handle, `if_pending` while it runs. poll()
+// first, because a completed op's own status may be kTimeout; a kTimeout from
+// wait(0) after a false poll() means the op is still pending.
+tutti::Status probeHandle(tutti::Runtime& runtime, tutti_handle handle,
+                          const tutti::Status& if_pending) {
+  if (runtime.poll(handle)) return runtime.wait(handle, 0);  // completed, or unknown
+  tutti::Status probe = runtime.wait(handle, 0);
+  return probe.code() == tutti::StatusCode::kTimeout ? if_pending : probe;
+}
+
 // The completed op's status, or kInvalidArgument when it is still pending.
 tutti::Status completedStatus(tutti::Runtime& runtime, tutti_handle handle) {
-  if (!runtime.poll(handle)) {
-    tutti::Status probe = runtime.wait(handle, 0);
-    if (probe.code() == tutti::StatusCode::kTimeout) {
-      return tutti::Status::invalidArgument("handle " + std::to_string(handle) +
-                                            " is still pending: wait for it first");
-    }
-    return probe;  // unknown handle (or completed in between)
-  }
-  return runtime.wait(handle, 0);
+  return probeHandle(runtime, handle,
+                     tutti::Status::invalidArgument("handle " + std::to_string(handle) +
+                                                    " is still pending: wait for it first"));
 }
 
 }  // namespace
@@ -135,10 +140,6 @@ namespace tutti_c {
 // argument in messages ("input", "outputs[3]").
 int toView(const tutti_tensor* tensor, const std::string& what, tutti::TensorView* view) {
   if (tensor == nullptr) return failInvalid(what + " is NULL");
-  if (!tutti::isValidDataType(tensor->dtype)) {
-    return failInvalid(what + ".dtype = " + std::to_string(tensor->dtype) +
-                       ": expected a tutti_dtype in [0, 9]");
-  }
   if (tensor->ndim < 0 || tensor->ndim > kMaxDims) {
     return failInvalid(what + ".ndim = " + std::to_string(tensor->ndim) + ": expected 0.." +
                        std::to_string(kMaxDims));
@@ -146,21 +147,10 @@ int toView(const tutti_tensor* tensor, const std::string& what, tutti::TensorVie
   if (tensor->ndim > 0 && tensor->shape == nullptr) {
     return failInvalid(what + ".shape is NULL but ndim = " + std::to_string(tensor->ndim));
   }
-  if (tensor->device != TUTTI_DEVICE_CPU && tensor->device != TUTTI_DEVICE_CUDA) {
-    return failInvalid(what + ".device = " + std::to_string(tensor->device) +
-                       ": expected TUTTI_DEVICE_CPU (0) or TUTTI_DEVICE_CUDA (1)");
-  }
   tutti::Shape shape(tensor->shape, tensor->shape + tensor->ndim);
-  for (int i = 0; i < tensor->ndim; ++i) {
-    if (shape[i] < 0) {
-      return failInvalid(what + ".shape[" + std::to_string(i) + "] = " + std::to_string(shape[i]) +
-                         ": dimensions must be >= 0");
-    }
-  }
-  if (tensor->data == nullptr && tutti::numElements(shape) > 0) {
-    return failInvalid(what + ".data is NULL but the tensor has " +
-                       std::to_string(tutti::numElements(shape)) + " elements");
-  }
+  tutti::Status fields =
+      tutti::checkTensorFields(tensor->dtype, tensor->device, shape, tensor->data, what);
+  if (!fields.isOk()) return fail(fields);
   view->data = tensor->data;
   view->dtype = static_cast<tutti::DataType>(tensor->dtype);
   view->shape = std::move(shape);
@@ -336,13 +326,10 @@ size_t tutti_handle_message(tutti_handle handle, int* status, char* buf, size_t 
     std::shared_lock<std::shared_mutex> lock(g.mutex);
     if (!g.runtime) {
       st = tutti::Status::notInitialized("tutti is not initialized: call tutti_init() first");
-    } else if (!g.runtime->poll(handle)) {
-      st = g.runtime->wait(handle, 0);
-      if (st.code() == tutti::StatusCode::kTimeout) {
-        st = tutti::Status::timeout("handle " + std::to_string(handle) + " is still pending");
-      }
     } else {
-      st = g.runtime->wait(handle, 0);
+      st = probeHandle(
+          *g.runtime, handle,
+          tutti::Status::timeout("handle " + std::to_string(handle) + " is still pending"));
     }
   }
   if (status != nullptr) *status = static_cast<int>(st.code());

@@ -1,4 +1,4 @@
-// CASES.md 21-22: a SIGKILLed rank and a rank that never submits, with ranks
+// docs/cases.md 21-22: a SIGKILLed rank and a rank that never submits, with ranks
 // as forked processes (support/process_harness).
 
 #include <gtest/gtest.h>
