@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/compression_spec.h"
+#include "core/slurm.h"
 
 namespace tutti {
 namespace {
@@ -292,6 +293,10 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_ELASTIC_WORKER_ID", &s.elastic_worker_id));
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s.elastic_timeout_seconds));
 
+  // A task of `srun`: Slurm's placement where TUTTI_* does not say otherwise.
+  const bool slurm = underSlurmStep(env);
+  if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
+
   // Cross-field rules.
   if (s.rank >= s.size) {
     return Status::invalidArgument("TUTTI_RANK=" + std::to_string(s.rank) +
@@ -317,6 +322,12 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   }
   // MPI authenticates its own job; the secret guards tcp connections (an
   // elastic worker always talks to the driver's store).
+  if (slurm && s.size > 1 && s.secret.empty() && s.backend != "mpi") {
+    return Status::invalidArgument(
+        "TUTTI_SECRET is not set: a job started by srun needs a per-job secret shared by all "
+        "ranks; export one before srun, which passes it to every task, e.g. export "
+        "TUTTI_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')");
+  }
   if ((s.size > 1 || elastic) && s.secret.empty() && s.backend != "mpi") {
     return Status::invalidArgument(
         "TUTTI_SECRET is not set: a job of more than one rank needs a per-job secret shared by all "
