@@ -54,6 +54,10 @@ def clean_env():
     env = {k: v for k, v in os.environ.items()
            if k not in ("TUTTI_LIBRARY", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
            and not k.startswith("TUTTI_")}
+    # The main build's compilers (CMake's defaults), not Python's
+    # x86_64-linux-gnu-g++: ccache keys on the compiler's name.
+    env["CC"] = "cc"
+    env["CXX"] = "c++"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PIP_ROOT_USER_ACTION"] = "ignore"
     return env
@@ -68,7 +72,8 @@ def venv(path, system_site=False):
 def build_wheel(tools_bin, source, out_dir, build_dir):
     os.makedirs(out_dir, exist_ok=True)
     run([os.path.join(tools_bin, "pip"), "wheel", "--no-deps", "--no-build-isolation",
-         "-w", out_dir, "-C", CUDA_OFF, "-C", "build-dir=" + build_dir, source],
+         "-w", out_dir, "--config-settings", CUDA_OFF,
+         "--config-settings", "build-dir=" + build_dir, source],
         env=clean_env())
     wheels = glob.glob(os.path.join(out_dir, "tutti-*.whl"))
     if len(wheels) != 1:
@@ -118,7 +123,7 @@ def main():
         # scikit-build-core once, in a tools venv (PyPI); the builds below
         # use it without build isolation.
         tools = venv(os.path.join(tmp, "tools"))
-        run([os.path.join(tools, "pip"), "install", "-q", "scikit-build-core>=0.8"],
+        run([os.path.join(tools, "pip"), "install", "-q", "scikit-build-core>=0.10"],
             env=clean_env())
         wheel = build_wheel(tools, REPO, os.path.join(tmp, "dist"),
                             os.path.join(REPO, "build-wheel"))
