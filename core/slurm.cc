@@ -54,8 +54,7 @@ Status expandGroup(const std::string& list, const std::string& group,
 }
 
 // Expands one name with bracket groups ("rack[1-2]-n[1-3]") into `out`.
-Status expandName(const std::string& list, const std::string& name,
-                  std::vector<std::string>* out) {
+Status expandName(const std::string& list, const std::string& name, std::vector<std::string>* out) {
   std::vector<std::string> partial = {""};
   size_t i = 0;
   while (i < name.size()) {
@@ -188,14 +187,13 @@ Status applySlurmPlacement(const EnvLookup& env, Settings* s) {
   TUTTI_RETURN_IF_ERROR(number({"SLURM_NODEID"}, &node));
   TUTTI_RETURN_IF_ERROR(number({"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}, &nodes));
   std::string which;
-  auto per_node_text =
-      firstSet(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, &which);
+  auto per_node_text = firstSet(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, &which);
   if (!per_node_text.has_value()) return missing("SLURM_STEP_TASKS_PER_NODE is not set");
   std::vector<int> per_node;
   TUTTI_RETURN_IF_ERROR(expandTasksPerNode(*per_node_text, &per_node));
   if (node >= static_cast<long long>(per_node.size())) {
-    return missing("SLURM_NODEID=" + std::to_string(node) + " but " + which + "=" +
-                   *per_node_text + " lists " + std::to_string(per_node.size()) + " node(s)");
+    return missing("SLURM_NODEID=" + std::to_string(node) + " but " + which + "=" + *per_node_text +
+                   " lists " + std::to_string(per_node.size()) + " node(s)");
   }
   auto set = [&](const char* name, int* field, long long value) {
     if (!env(name).has_value()) *field = static_cast<int>(value);

@@ -27,8 +27,7 @@ std::string hostlistError(const std::string& list) {
 
 TEST(SlurmHostlist, PlainNames) {
   EXPECT_EQ(hosts("node1"), (std::vector<std::string>{"node1"}));
-  EXPECT_EQ(hosts("a,b.example.org,c-1"),
-            (std::vector<std::string>{"a", "b.example.org", "c-1"}));
+  EXPECT_EQ(hosts("a,b.example.org,c-1"), (std::vector<std::string>{"a", "b.example.org", "c-1"}));
 }
 
 TEST(SlurmHostlist, RangesAndSingles) {
@@ -39,15 +38,13 @@ TEST(SlurmHostlist, RangesAndSingles) {
 }
 
 TEST(SlurmHostlist, ZeroPaddingFollowsTheLowerBound) {
-  EXPECT_EQ(hosts("gpu[08-11]"),
-            (std::vector<std::string>{"gpu08", "gpu09", "gpu10", "gpu11"}));
+  EXPECT_EQ(hosts("gpu[08-11]"), (std::vector<std::string>{"gpu08", "gpu09", "gpu10", "gpu11"}));
   EXPECT_EQ(hosts("n[098-101]"), (std::vector<std::string>{"n098", "n099", "n100", "n101"}));
 }
 
 TEST(SlurmHostlist, SeveralGroupsAndSuffixes) {
   EXPECT_EQ(hosts("rack[1-2]-n[1,3].ib"),
-            (std::vector<std::string>{"rack1-n1.ib", "rack1-n3.ib", "rack2-n1.ib",
-                                      "rack2-n3.ib"}));
+            (std::vector<std::string>{"rack1-n1.ib", "rack1-n3.ib", "rack2-n1.ib", "rack2-n3.ib"}));
   EXPECT_EQ(hosts("a[1-2],b,c[7]"), (std::vector<std::string>{"a1", "a2", "b", "c7"}));
 }
 

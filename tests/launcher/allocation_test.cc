@@ -4,7 +4,6 @@
 #include "launcher/allocation.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,8 +47,7 @@ TEST(Allocation, SlurmNodesAndTasks) {
 
 TEST(Allocation, SlurmErrorsNameTheVariables) {
   Allocation a;
-  Status st = findAllocation({{"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "2"}},
-                             &a);
+  Status st = findAllocation({{"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "2"}}, &a);
   ASSERT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("SLURM_TASKS_PER_NODE=2 gives 1 node(s), the node list 2"),
             std::string::npos)

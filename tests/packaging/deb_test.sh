@@ -62,7 +62,10 @@ run_job() {
 export PKG_CONFIG_PATH="$stage/$libdir/pkgconfig"
 flags=$(pkg-config --cflags --libs tutti)
 echo "pkg-config: $flags"
-case "$flags" in *"-I$stage/usr/include"*"-L$stage/$libdir"*) ;; *) fail "pkg-config flags: $flags";; esac
+incdir=$(pkg-config --variable=includedir tutti)
+pclibdir=$(pkg-config --variable=libdir tutti)
+[ "$(realpath "$incdir")" = "$stage/usr/include" ] || fail "pkg-config includedir $incdir"
+[ "$(realpath "$pclibdir")" = "$stage/$libdir" ] || fail "pkg-config libdir $pclibdir"
 cc -std=c99 -o "$tmp/pc_consumer" "$root/examples/c/allreduce.c" $flags
 run_job "$tmp/pc_consumer"
 cmake -S "$here/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$stage/usr" \
