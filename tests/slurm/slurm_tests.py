@@ -253,7 +253,9 @@ def main():
         return 77
     cluster = Cluster()
     try:
+        began = time.time()
         cluster.start()
+        print("ok: Slurm up (%.1f s)" % (time.time() - began), flush=True)
         env = dict(cluster.env)
         env["TUTTI_LIBRARY"] = os.path.abspath(args.library)
         env["PYTHONPATH"] = os.path.join(REPO, "bindings", "python")
@@ -261,11 +263,16 @@ def main():
         env["TUTTI_TIMEOUT_SECONDS"] = "30"
         env["TUTTI_STALL_CHECK_TIME_SECONDS"] = "20"
         env["TUTTI_STALL_SHUTDOWN_TIME_SECONDS"] = "60"
-        test_srun_collective(env)
-        test_srun_without_secret(env)
-        test_salloc_tuttirun(env, os.path.abspath(args.tuttirun))
-        test_sbatch(env, cluster.tmp)
-        test_srun_main_job(env)
+        steps = [("srun -n 4", lambda: test_srun_collective(env)),
+                 ("no secret", lambda: test_srun_without_secret(env)),
+                 ("salloc + tuttirun",
+                  lambda: test_salloc_tuttirun(env, os.path.abspath(args.tuttirun))),
+                 ("sbatch", lambda: test_sbatch(env, cluster.tmp)),
+                 ("main job", lambda: test_srun_main_job(env))]
+        for name, step in steps:
+            began = time.time()
+            step()
+            print("ok: %s (%.1f s)" % (name, time.time() - began), flush=True)
     except SystemExit:
         cluster.dump()
         raise
