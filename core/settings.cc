@@ -15,7 +15,9 @@ namespace {
 constexpr double kMaxInt = 9.0e15;
 
 const std::vector<SettingSpec> kSpecs = {
-    {"TUTTI_RANK", SettingType::kInt, "0", 0, 1 << 20, "", "rank of this process in the job"},
+    {"TUTTI_RANK", SettingType::kInt, "0", 0, 1 << 20, "",
+     "rank of this process in the job (unset in an srun task: the placement, rendezvous host "
+     "and port come from Slurm's variables, core/slurm.h)"},
     {"TUTTI_SIZE", SettingType::kInt, "1", 1, 1 << 20, "",
      "number of ranks in the job (world size)"},
     {"TUTTI_LOCAL_RANK", SettingType::kInt, "", 0, 1 << 20, "",
