@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/compression_spec.h"
+#include "core/slurm.h"
 
 namespace tutti {
 namespace {
@@ -37,7 +38,8 @@ const std::vector<SettingSpec>& specTable() {
   static const Settings d;
   static const std::vector<SettingSpec> specs = {
       {"TUTTI_RANK", SettingType::kInt, text(d.rank), 0, 1 << 20, "",
-       "rank of this process in the job"},
+       "rank of this process in the job (unset in an srun task: the placement, rendezvous host "
+       "and port come from Slurm's variables, core/slurm.h)"},
       {"TUTTI_SIZE", SettingType::kInt, text(d.size), 1, 1 << 20, "",
        "number of ranks in the job (world size)"},
       {"TUTTI_LOCAL_RANK", SettingType::kInt, "", 0, 1 << 20, "",
@@ -313,6 +315,10 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_ELASTIC_WORKER_ID", &s.elastic_worker_id));
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s.elastic_timeout_seconds));
 
+  // A task of `srun`: Slurm's placement where TUTTI_* does not say otherwise.
+  const bool slurm = underSlurmStep(env);
+  if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
+
   // Cross-field rules.
   if (s.rank >= s.size) {
     return Status::invalidArgument("TUTTI_RANK=" + std::to_string(s.rank) +
@@ -338,6 +344,12 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   }
   // MPI authenticates its own job; the secret guards tcp connections (an
   // elastic worker always talks to the driver's store).
+  if (slurm && s.size > 1 && s.secret.empty() && s.backend != "mpi") {
+    return Status::invalidArgument(
+        "TUTTI_SECRET is not set: a job started by srun needs a per-job secret shared by all "
+        "ranks; export one before srun, which passes it to every task, e.g. export "
+        "TUTTI_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')");
+  }
   if ((s.size > 1 || elastic) && s.secret.empty() && s.backend != "mpi") {
     return Status::invalidArgument(
         "TUTTI_SECRET is not set: a job of more than one rank needs a per-job secret shared by all "

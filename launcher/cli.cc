@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/settings.h"
+#include "launcher/allocation.h"
 #include "launcher/remote.h"
 #include "tutti/config.h"
 
@@ -294,7 +295,9 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
   app.add_flag("--mpi", o.mpi, "run the job through Open MPI's mpirun (needs the MPI backend)")
       ->group(job);
   const std::string hosts = "Hosts and ssh";
-  app.add_option("-H,--hosts", o.hosts, "hosts and their slots, e.g. a:4,b:4 (default localhost:N)")
+  app.add_option("-H,--hosts", o.hosts,
+                 "hosts and their slots, e.g. a:4,b:4 (default: $OMPI_MCA_orte_default_hostfile, "
+                 "else a Slurm allocation's nodes and tasks, else localhost:N)")
       ->type_name("HOST:SLOTS,...")
       ->group(hosts);
   app.add_option("--hostfile", o.hostfile, "file with one 'host slots=N' per line")
@@ -484,8 +487,10 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
   }
   if (!o.hosts.empty() && !o.hostfile.empty()) return fail("-H and --hostfile exclude each other");
   if (o.np == 0 && o.hosts.empty() && o.hostfile.empty() && o.max_np == 0 &&
-      o.discovery_script.empty()) {
-    return fail("-np is required (or -H / --hostfile, whose slots then give the number of ranks)");
+      o.discovery_script.empty() && !mpirunHasAllocation(currentEnvironment())) {
+    return fail(
+        "-np is required (or -H / --hostfile, or an allocation: Slurm's salloc / sbatch, "
+        "$OMPI_MCA_orte_default_hostfile; their slots then give the number of ranks)");
   }
   if (!std::isfinite(o.start_timeout_seconds) || o.start_timeout_seconds < 0 ||
       o.start_timeout_seconds > 1e7) {
