@@ -173,6 +173,20 @@ TEST(ProcessSetErrorsTest, StalledOpInASetFailsNamingTheSetAndMissingRank) {
       options);
 }
 
+// Sets live as long as their runtime: init after shutdown (and so every
+// elastic generation, which re-initialises) starts with the global set only.
+TEST(ProcessSetErrorsTest, ANewRuntimeStartsWithTheGlobalSetOnly) {
+  for (int round = 0; round < 2; ++round) {
+    runThreadRanks(2, [](Runtime& rt) {
+      ASSERT_EQ(rt.processSets().size(), 1u);
+      int32_t id = -1;
+      ASSERT_TRUE(IsOk(rt.addProcessSet({1}, &id)));
+      EXPECT_EQ(id, 1);
+      EXPECT_EQ(rt.processSets().size(), 2u);
+    });
+  }
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace tutti
