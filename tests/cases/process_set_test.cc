@@ -41,15 +41,27 @@ OpOptions inSet(const std::string& name, int32_t set) {
   return o;
 }
 
-// The even and odd sets (the odd one is empty at size 1, so not registered);
-// returns the set of this rank and its members.
-int32_t evenOddSet(Runtime& rt, std::vector<int>* members) {
+// This rank's set: its id, its members (global ranks, ascending) and this
+// rank's position among them.
+struct ThisSet {
+  int32_t id = kGlobalProcessSet;
+  std::vector<int> members;
+  int me = 0;
+  int size() const { return static_cast<int>(members.size()); }
+  double rankSum() const { return std::accumulate(members.begin(), members.end(), 0.0); }
+};
+
+// Registers the even and odd sets (at size 1 the even set is every rank: the
+// global set already, and there is no odd one); returns this rank's.
+ThisSet evenOddSet(Runtime& rt) {
   const int size = rt.size();
-  // At size 1 the even set is every rank: the global set already.
   const int32_t even = size == 1 ? kGlobalProcessSet : addSet(rt, byParity(size, 0));
   const int32_t odd = size > 1 ? addSet(rt, byParity(size, 1)) : -1;
-  *members = byParity(size, rt.rank() % 2);
-  return rt.rank() % 2 == 0 ? even : odd;
+  ThisSet s;
+  s.id = rt.rank() % 2 == 0 ? even : odd;
+  s.members = byParity(size, rt.rank() % 2);
+  while (s.members[s.me] != rt.rank()) ++s.me;
+  return s;
 }
 
 // Ranks leave together: a rank whose set finished early must not shut down
@@ -62,10 +74,10 @@ class ProcessSetTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(ProcessSetTest, AllreduceOverEvenAndOddSetsSumsTheMembersOnly) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
-    std::vector<int> members;
-    const int32_t set = evenOddSet(rt, &members);
-    const double n = members.size();
-    const double rank_sum = std::accumulate(members.begin(), members.end(), 0.0);
+    const ThisSet ts = evenOddSet(rt);
+    const int32_t set = ts.id;
+    const double n = ts.size();
+    const double rank_sum = ts.rankSum();
     for (DataType dtype : allDataTypes()) {
       if (dtype == DataType::kBool) continue;
       SCOPED_TRACE(dataTypeName(dtype));
@@ -93,8 +105,8 @@ TEST_P(ProcessSetTest, AllreduceOverEvenAndOddSetsSumsTheMembersOnly) {
 
 TEST_P(ProcessSetTest, AllgatherConcatenatesTheMembersInTheirOrder) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
-    std::vector<int> members;
-    const int32_t set = evenOddSet(rt, &members);
+    const ThisSet ts = evenOddSet(rt);
+    const int32_t set = ts.id;
     // Rank r contributes r + 1 rows of 3, filled with r.
     HostTensor in(DataType::kInt32, {rt.rank() + 1, 3});
     in.fill([&](int64_t) { return rt.rank(); });
@@ -102,7 +114,7 @@ TEST_P(ProcessSetTest, AllgatherConcatenatesTheMembersInTheirOrder) {
         runOp(rt, [&](Handle* h) { return rt.allgather(in.view(), inSet("ag", set), h); });
     ASSERT_TRUE(IsOk(res.status));
     std::vector<double> expected;
-    for (int m : members) expected.insert(expected.end(), (m + 1) * 3, m);
+    for (int m : ts.members) expected.insert(expected.end(), (m + 1) * 3, m);
     ASSERT_EQ(res.output.view().shape[0], static_cast<int64_t>(expected.size() / 3));
     EXPECT_TRUE(elementsMatch(res.output, [&](int64_t i) { return expected[i]; }));
     leaveTogether(rt);
@@ -111,9 +123,9 @@ TEST_P(ProcessSetTest, AllgatherConcatenatesTheMembersInTheirOrder) {
 
 TEST_P(ProcessSetTest, BroadcastFromEveryMemberNamedByGlobalRank) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
-    std::vector<int> members;
-    const int32_t set = evenOddSet(rt, &members);
-    for (int root : members) {
+    const ThisSet ts = evenOddSet(rt);
+    const int32_t set = ts.id;
+    for (int root : ts.members) {
       HostTensor in(DataType::kFloat32, {1025});
       HostTensor out(DataType::kFloat32, {1025});
       in.fill([&](int64_t i) { return rt.rank() * 1000 + i % 100; });
@@ -129,11 +141,10 @@ TEST_P(ProcessSetTest, BroadcastFromEveryMemberNamedByGlobalRank) {
 
 TEST_P(ProcessSetTest, AlltoallWithSplitsWithinTheSet) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
-    std::vector<int> members;
-    const int32_t set = evenOddSet(rt, &members);
-    const int n = static_cast<int>(members.size());
-    int me = 0;
-    while (members[me] != rt.rank()) ++me;
+    const ThisSet ts = evenOddSet(rt);
+    const int32_t set = ts.id;
+    const int n = ts.size();
+    const int me = ts.me;
     // Member k sends k + 1 rows (filled with its global rank) to each member.
     HostTensor in(DataType::kInt64, {(me + 1) * n, 2});
     in.fill([&](int64_t) { return rt.rank(); });
@@ -145,7 +156,7 @@ TEST_P(ProcessSetTest, AlltoallWithSplitsWithinTheSet) {
     std::vector<double> expected;
     std::vector<int64_t> splits;
     for (int k = 0; k < n; ++k) {
-      expected.insert(expected.end(), (k + 1) * 2, members[k]);
+      expected.insert(expected.end(), (k + 1) * 2, ts.members[k]);
       splits.push_back(k + 1);
     }
     EXPECT_EQ(res.received_splits, splits);
@@ -156,12 +167,11 @@ TEST_P(ProcessSetTest, AlltoallWithSplitsWithinTheSet) {
 
 TEST_P(ProcessSetTest, ReducescatterGivesEachMemberItsRows) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
-    std::vector<int> members;
-    const int32_t set = evenOddSet(rt, &members);
-    const int n = static_cast<int>(members.size());
-    int me = 0;
-    while (members[me] != rt.rank()) ++me;
-    const double rank_sum = std::accumulate(members.begin(), members.end(), 0.0);
+    const ThisSet ts = evenOddSet(rt);
+    const int32_t set = ts.id;
+    const int n = ts.size();
+    const int me = ts.me;
+    const double rank_sum = ts.rankSum();
     HostTensor in(DataType::kFloat64, {4 * n, 2});
     in.fill([&](int64_t i) { return i + rt.rank(); });
     OpResult res =
@@ -176,10 +186,10 @@ TEST_P(ProcessSetTest, ReducescatterGivesEachMemberItsRows) {
 
 TEST_P(ProcessSetTest, GroupedAllreduceAndBarrierInASet) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
-    std::vector<int> members;
-    const int32_t set = evenOddSet(rt, &members);
-    const double n = members.size();
-    const double rank_sum = std::accumulate(members.begin(), members.end(), 0.0);
+    const ThisSet ts = evenOddSet(rt);
+    const int32_t set = ts.id;
+    const double n = ts.size();
+    const double rank_sum = ts.rankSum();
     std::vector<HostTensor> ins, outs;
     for (int64_t k = 1; k <= 5; ++k) {
       ins.emplace_back(DataType::kFloat32, Shape{k * 7});
@@ -204,10 +214,10 @@ TEST_P(ProcessSetTest, GroupedAllreduceAndBarrierInASet) {
 
 TEST_P(ProcessSetTest, SameNameInTwoSetsAtOnceAndRepeatedSteps) {
   runThreadRanks(GetParam(), [](Runtime& rt) {
-    std::vector<int> members;
-    const int32_t set = evenOddSet(rt, &members);
+    const ThisSet ts = evenOddSet(rt);
+    const int32_t set = ts.id;
     if (set == kGlobalProcessSet) return;  // size 1: no second set, nothing else runs
-    const double rank_sum = std::accumulate(members.begin(), members.end(), 0.0);
+    const double rank_sum = ts.rankSum();
     const double world_sum = rt.size() * (rt.size() - 1) / 2.0;
     // Steady state (the response cache serves later steps): the same name in
     // this rank's set and in the global set, both in flight at once.
@@ -221,7 +231,7 @@ TEST_P(ProcessSetTest, SameNameInTwoSetsAtOnceAndRepeatedSteps) {
       ASSERT_TRUE(IsOk(rt.allreduce(in.view(), out_world.view(), named("grad"), &b)));
       ASSERT_TRUE(IsOk(finishHandle(rt, a)));
       ASSERT_TRUE(IsOk(finishHandle(rt, b)));
-      const double n = members.size(), w = rt.size();
+      const double n = ts.size(), w = rt.size();
       EXPECT_TRUE(elementsMatch(out_set, [&](int64_t i) { return n * (i + step) + rank_sum; }));
       EXPECT_TRUE(elementsMatch(out_world, [&](int64_t i) { return w * (i + step) + world_sum; }));
     }
