@@ -1,6 +1,9 @@
 """Higher-level helpers over the collectives (Horovod's torch.functions). The
 autograd Functions of the collectives are in tutti.torch.autograd.
 
+process_set= (None: every rank): only the set's members call the helper, and
+root_rank is a global rank (a member), as in Horovod.
+
 Thread-safety: like the ops, callable from any thread, but each helper issues
 several collectives in order; concurrent helpers on one rank must not
 interleave differently on different ranks (give them distinct names).
@@ -11,7 +14,7 @@ import threading
 
 import torch
 
-from tutti import elastic
+from tutti import elastic, process_sets
 from tutti.basics import rank
 from tutti.errors import InvalidArgumentError
 from tutti.torch import ops
@@ -201,5 +204,5 @@ def allgather_object(obj, name=None, process_set=None):
     lengths = ops.allgather(torch.tensor([n], dtype=torch.int64), name + ".len", process_set)
     raw = ops.allgather(payload, name + ".data", process_set).numpy().tobytes()
     lengths = lengths.tolist()
-    return [pickle.loads(c) for c in _payloads("allgather_object", range(len(lengths)), lengths,
-                                               raw, error)]
+    ranks = process_sets.set_ranks(process_set)
+    return [pickle.loads(c) for c in _payloads("allgather_object", ranks, lengths, raw, error)]
