@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tutti
+import tutti.elastic
 import tutti.process_sets
 import tutti.torch as hvd
 
@@ -139,9 +140,26 @@ def test_ops_on_a_foreign_set_raise_at_once(even_odd):
     with pytest.raises(ValueError, match="root rank"):
         hvd.broadcast(t, other.ranks[0], process_set=mine)
     if mine.size() > 1:
-        with pytest.raises(hvd.HorovodInternalError):
+        with pytest.raises(hvd.HorovodInternalError, match="shapes differ"):
             hvd.allreduce(torch.ones(2 + mine.rank()), process_set=mine)
+        dtype = torch.float64 if mine.rank() == 0 else torch.float32
+        with pytest.raises(hvd.HorovodInternalError, match="dtypes differ"):
+            hvd.allreduce(torch.ones(3, dtype=dtype), process_set=mine)
     hvd.barrier()
+
+
+def test_removing_a_set_fails_its_pending_ops():
+    if hvd.size() < 3:
+        pytest.skip("needs a set of two ranks other than the global set")
+    pair = hvd.add_process_set([0, 1])
+    # Only rank 0 submits: the op cannot complete, and the removal ends it.
+    pending = hvd.allreduce_async(torch.ones(3), name="only.rank0",
+                                  process_set=pair) if hvd.rank() == 0 else None
+    assert hvd.remove_process_set(pair)
+    if pending is not None:
+        with pytest.raises(ValueError, match="was pending when process set"):
+            hvd.synchronize(pending)
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == hvd.size()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -253,6 +271,14 @@ def test_gradients_reduce_over_the_same_set(even_odd):
     hvd.reducescatter(x, op=hvd.Sum, process_set=mine).backward(
         torch.ones(2, dtype=torch.float64))
     assert x.grad.tolist() == [float(n)] * (2 * n)  # times the set's size for Sum
+    root = mine.ranks[-1]  # a global rank
+    x = torch.full((4,), float(r), dtype=torch.float64, requires_grad=True)
+    hvd.broadcast(x, root, process_set=mine).backward(torch.full((4,), 2.0, dtype=torch.float64))
+    assert x.grad.tolist() == [2.0 if r == root else 0.0] * 4  # averaged over the set
+    x = (torch.arange(float(3 * n), dtype=torch.float64) + 100 * r).requires_grad_(True)
+    y, _ = hvd.alltoall(x, splits=[3] * n, process_set=mine)
+    y.backward(y.detach() * 2)  # sent back where it came from
+    torch.testing.assert_close(x.grad, x.detach() * 2)
 
 
 def test_sparse_allreduce_over_a_set(even_odd):
@@ -401,7 +427,7 @@ def test_sync_batch_norm_over_a_set(even_odd):
 def test_init_with_static_process_sets_lifecycle():
     """hvd.init(process_sets=[...]) after a shutdown: the sets are registered
     in order with their ids; duplicates raise ValueError (Horovod's rule);
-    a shutdown invalidates them. Named *lifecycle* so that conftest runs it last."""
+    leaving (shutdown, an elastic reset) invalidates them. Named *lifecycle* so that conftest runs it last."""
     n, r = hvd.size(), hvd.rank()
     if n < 2:
         pytest.skip("needs 2 ranks")
@@ -416,7 +442,8 @@ def test_init_with_static_process_sets_lifecycle():
         assert got.item() == sum(q + 1.0 for q in mine.ranks)
     finally:
         hvd.barrier()  # a rank's shutdown cancels what the job still has pending
-        hvd.shutdown()
+        # What an elastic reset calls (outside an elastic job: shutdown()).
+        tutti.elastic.leave()
     assert even.process_set_id is None and odd.process_set_id is None  # invalidated
     dup = hvd.ProcessSet(range(n))  # the global set's ranks
     again = hvd.ProcessSet([0])
