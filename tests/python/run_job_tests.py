@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Runs the multi-process tests of the bindings under tuttirun (ctest calls this).
 
-    run_job_tests.py pytest    --np 3 --tuttirun T --library L
+    run_job_tests.py pytest    --np 3 --tuttirun T --library L [--files F ...] [--mpi]
     run_job_tests.py c-example --np 3 --tuttirun T --binary build/examples/c_allreduce
     run_job_tests.py main-job  --np 2 --tuttirun T --library L
 
@@ -50,8 +50,9 @@ def job_env(args):
 
 def cmd_pytest(args):
     paths = [os.path.join(HERE, f) for f in args.files] if args.files else [HERE]
-    rc, _ = run([args.tuttirun, "-np", str(args.np), PYTHON, "-m", "pytest", "-q", "-x",
-                 "-p", "no:cacheprovider"] + paths, job_env(args), args.timeout)
+    launcher = [args.tuttirun] + (["--mpi"] if args.mpi else [])
+    rc, _ = run(launcher + ["-np", str(args.np), PYTHON, "-m", "pytest", "-q", "-x",
+                            "-p", "no:cacheprovider"] + paths, job_env(args), args.timeout)
     return rc
 
 
@@ -95,6 +96,7 @@ def main():
     p.add_argument("--binary", help="c-example: the program to run")
     p.add_argument("--files", nargs="*", help="pytest: test files (relative to tests/python)")
     p.add_argument("--timeout", type=int, default=600, help="seconds")
+    p.add_argument("--mpi", action="store_true", help="pytest: through mpirun (tuttirun --mpi)")
     args = p.parse_args()
     fn = {"pytest": cmd_pytest, "c-example": cmd_c_example, "main-job": cmd_main_job}[args.what]
     return fn(args)

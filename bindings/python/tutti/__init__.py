@@ -32,6 +32,14 @@ from tutti.basics import (
     tcp_built,
 )
 from tutti.compression import Compression, Compressor
+# (tutti.process_sets is the module; its process_sets() lists the registered sets.)
+from tutti.process_sets import (
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    process_set_by_id,
+    remove_process_set,
+)
 from tutti.errors import (
     DuplicateNameError,
     HorovodInternalError,

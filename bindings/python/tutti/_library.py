@@ -33,6 +33,21 @@ class TensorDesc(ctypes.Structure):
     ]
 
 
+class OpOptions(ctypes.Structure):
+    """Mirror of struct tutti_op_options (tutti.h); fill with tutti_op_options_init."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("process_set_id", ctypes.c_int32),
+        ("compression", ctypes.c_char_p),
+    ]
+
+
+_T = ctypes.POINTER(TensorDesc)
+_OPTS = ctypes.POINTER(OpOptions)
+_H = ctypes.POINTER(c_handle)
+_INTS = ctypes.POINTER(ctypes.c_int)
+
 _SIGNATURES = {
     "tutti_version": (ctypes.c_char_p, [ctypes.POINTER(ctypes.c_int)] * 3),
     "tutti_built_with": (ctypes.c_int, [ctypes.c_char_p]),
@@ -124,6 +139,29 @@ _OPTIONAL_SIGNATURES = {
     "tutti_nccl_version": (ctypes.c_int, []),
     "tutti_backend": (ctypes.c_char_p, []),
     "tutti_mpi_threads_supported": (ctypes.c_int, []),
+    # Per-op options and process sets (tutti.process_sets, docs/process-sets.md).
+    "tutti_op_options_init": (ctypes.c_int, [_OPTS]),
+    "tutti_allreduce_async_opts": (
+        ctypes.c_int, [_T, _T, ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
+                       _OPTS, _H]),
+    "tutti_grouped_allreduce_async_opts": (
+        ctypes.c_int, [ctypes.c_int, _T, _T, ctypes.c_char_p, ctypes.c_int, ctypes.c_double,
+                       ctypes.c_double, _OPTS, _H]),
+    "tutti_allgather_async_opts": (ctypes.c_int, [_T, ctypes.c_char_p, _OPTS, _H]),
+    "tutti_broadcast_async_opts": (
+        ctypes.c_int, [_T, _T, ctypes.c_int, ctypes.c_char_p, _OPTS, _H]),
+    "tutti_alltoall_async_opts": (
+        ctypes.c_int, [_T, ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_char_p, _OPTS,
+                       _H]),
+    "tutti_reducescatter_async_opts": (
+        ctypes.c_int, [_T, ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
+                       _OPTS, _H]),
+    "tutti_barrier_async_opts": (ctypes.c_int, [_OPTS, _H]),
+    "tutti_add_process_set": (ctypes.c_int, [_INTS, ctypes.c_int, _INTS]),
+    "tutti_remove_process_set": (ctypes.c_int, [ctypes.c_int]),
+    "tutti_process_set_info": (ctypes.c_int, [ctypes.c_int, _INTS, _INTS]),
+    "tutti_process_set_ranks": (ctypes.c_int, [ctypes.c_int, _INTS, ctypes.c_int, _INTS]),
+    "tutti_process_set_ids": (ctypes.c_int, [_INTS, ctypes.c_int, _INTS]),
 }
 
 _lock = threading.Lock()
@@ -213,6 +251,16 @@ def function(name):
             "existed; rebuild it (ninja -C build tutti) or point TUTTI_LIBRARY at a newer "
             "libtutti.so" % (name, getattr(load(), "_name", "?")))
     return fn
+
+
+def op_options(process_set_id=0, compression=None):
+    """An OpOptions for the *_async_opts functions: the set id and the
+    compression spec (bytes or None: the job's)."""
+    options = OpOptions()
+    function("tutti_op_options_init")(ctypes.byref(options))
+    options.process_set_id = int(process_set_id)
+    options.compression = compression
+    return options
 
 
 def last_error():

@@ -8,6 +8,7 @@ import atexit
 import os
 
 from tutti import _library
+from tutti import process_sets as _process_sets
 from tutti.errors import InvalidArgumentError, NotInitializedError
 
 
@@ -19,28 +20,38 @@ def init(comm=None, process_sets=None):
     Raises InvalidArgumentError for a bad setting (naming the variable and the
     accepted range), WaitTimeoutError naming ranks that never arrived, TuttiIOError.
 
-    comm and process_sets are Horovod's parameters: tutti takes the job's
-    ranks from its launcher, not from an MPI communicator or a list of ranks,
-    and has only the global process set, so each must be None (process_sets
-    may also be an empty list); anything else raises InvalidArgumentError
-    before joining, on the rank that passed it.
+    comm: Horovod's MPI communicator or list of ranks; tutti takes the job's
+    ranks from its launcher, so it must be None (anything else raises
+    InvalidArgumentError before joining, on the rank that passed it).
+
+    process_sets: None, "dynamic" (accepted as Horovod's; tutti needs no
+    opt-in for add_process_set() later), or a list of tutti.ProcessSet
+    objects registered right after joining, in order (a collective: every
+    rank passes the same list), whose process_set_id is then set. As
+    Horovod: an entry with the ranks of the global set or of an earlier
+    entry is a duplicate (invalidated, ValueError after the others are
+    registered); bad ranks raise InvalidArgumentError (a ValueError) on every
+    rank. tutti stays initialised when registration fails. See
+    tutti.process_sets and docs/process-sets.md.
     """
     if comm is not None:
         raise InvalidArgumentError(
             "init(comm=%r): tutti takes its ranks from the launcher (tuttirun, mpirun, "
             "srun); an MPI communicator or a list of ranks is not accepted, pass comm=None"
             % (comm,), 1)
-    if process_sets is not None and process_sets != []:
-        raise InvalidArgumentError(
-            "init(process_sets=%r): tutti has only the global process set; pass None" %
-            (process_sets,), 1)
+    entries = _process_sets._static_entries(process_sets)  # checked before joining
     lib = _library.load()
+    was_initialized = bool(lib.tutti_is_initialized())
     _library.check(lib.tutti_init())
     _register_atexit()
+    _process_sets._init_process_sets(entries, was_initialized)
 
 
 def shutdown():
-    """Completes pending ops with ShutdownError and leaves the job. Idempotent."""
+    """Completes pending ops with ShutdownError and leaves the job. Idempotent.
+    Every process set but the global one is unregistered (its objects
+    invalidated)."""
+    _process_sets._forget_all()
     _library.check(_library.load().tutti_shutdown())
 
 

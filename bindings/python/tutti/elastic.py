@@ -23,6 +23,7 @@ import functools
 import os
 
 from tutti import _library
+from tutti import process_sets as _process_sets
 from tutti.errors import HostsUpdatedInterrupt, PeerLostError
 
 _WORKER_ID_VARIABLE = "TUTTI_ELASTIC_WORKER_ID"
@@ -55,6 +56,7 @@ def leave():
     error) to the driver, then shuts the runtime down as tutti.shutdown()
     does (pending ops complete with ShutdownError; every handle is
     forgotten). Raises TuttiError subclasses, NotImplementedError (old libtutti)."""
+    _process_sets._forget_all()  # the next generation starts with the global set only
     _library.check(_library.function("tutti_elastic_leave")())
 
 

@@ -46,6 +46,12 @@ from tutti.errors import (
     TuttiIOError,
     WaitTimeoutError,
 )
+from tutti.process_sets import (
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)
 from tutti.torch.compression import Compression
 from tutti.torch.functions import (
     allgather_object,
@@ -74,7 +80,6 @@ from tutti.torch.ops import (
     broadcast_async,
     broadcast_async_,
     bytes_sent,
-    global_process_set,
     grouped_allreduce,
     grouped_allreduce_,
     grouped_allreduce_async,

@@ -7,7 +7,7 @@ DistributedOptimizer; self._wrapped_step() is the wrapped optimizer's step.
 
 import torch
 
-from tutti.basics import size
+from tutti import process_sets
 from tutti.torch import ops
 
 
@@ -45,7 +45,8 @@ def step_compressed_updates(self, closure):
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         handles.append(ops.allreduce_async_(p.grad, name=self._tensor_name("gradient", p),
-                                            op=ops.Average, compression="fp16"))
+                                            op=ops.Average, process_set=self.process_set,
+                                            compression="fp16"))
     for handle in handles:
         ops.synchronize(handle)
     if self._adam_corrected():
@@ -60,7 +61,7 @@ def step_compressed_updates(self, closure):
     handles = []
     for p, delta in zip(params, deltas):
         handles.append(ops.allreduce_async_(delta, name=self._tensor_name("update", p),
-                                            op=ops.Average,
+                                            op=ops.Average, process_set=self.process_set,
                                             compression=self._compression_spec))
     for p, handle in zip(params, handles):
         p.data.add_(ops.synchronize(handle))
@@ -87,7 +88,7 @@ def corrected_adam_deltas(self, params):
     # dense warm-up instead; this spends no bytes on it). The remaining
     # tensors (no params here, or the small ones averaged whole before
     # the step) take the wrapped optimizer's own step.
-    n = float(size())
+    n = float(process_sets.set_size(self.process_set))
     wanted = set(params)
     hidden = []
     for p in params:

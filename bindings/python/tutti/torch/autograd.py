@@ -20,12 +20,15 @@ do: the result carries a grad_fn when grad mode is on and an input requires
 grad. The backward collectives are the blocking ops themselves, unnamed (the
 runtime's counter names them), on the forward's process set: every rank must
 run backward over the same graph in the same order; create_graph=True makes
-them differentiable again.
+them differentiable again. Over a process set, size() above and the rank
+whose rows allgather's gradient keeps are the set's (Horovod's
+process_set.size() and .rank()); broadcast's root_rank stays global.
 """
 
 import torch
 
-from tutti.basics import rank, size
+from tutti import process_sets
+from tutti.basics import rank
 from tutti.compression import Compression, native_spec
 from tutti.torch import grouped as _grouped
 from tutti.torch import ops
@@ -78,7 +81,7 @@ class AllgatherFunction(torch.autograd.Function):
         reduced = _run(ctx.is_grouped, ops.allreduce, ops.grouped_allreduce, grads,
                        op=ops.Average, **ctx.options)
         every = ops.allgather(torch.tensor([ctx.rows], dtype=torch.int64), **ctx.options)
-        offsets = every[:rank()].sum(dim=0).tolist()
+        offsets = every[:process_sets.set_rank(ctx.options["process_set"])].sum(dim=0).tolist()
         return (None,) * _OPTIONS + tuple(g.narrow(0, offset, rows) for g, offset, rows
                                           in zip(reduced, offsets, ctx.rows))
 
@@ -98,7 +101,8 @@ class ReducescatterFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         o = ctx.options
-        scale = (size() if o["op"] == ops.Sum else 1) * o["prescale_factor"] * o["postscale_factor"]
+        n = process_sets.set_size(o["process_set"])
+        scale = (n if o["op"] == ops.Sum else 1) * o["prescale_factor"] * o["postscale_factor"]
         scaled = [g * scale for g in grads] if scale != 1 else grads
         return (None,) * _OPTIONS + tuple(_run(ctx.is_grouped, ops.allgather,
                                                 _grouped.grouped_allgather, scaled,

@@ -1,6 +1,9 @@
 """Higher-level helpers over the collectives (Horovod's torch.functions). The
 autograd Functions of the collectives are in tutti.torch.autograd.
 
+process_set= (None: every rank): only the set's members call the helper, and
+root_rank is a global rank (a member), as in Horovod.
+
 Thread-safety: like the ops, callable from any thread, but each helper issues
 several collectives in order; concurrent helpers on one rank must not
 interleave differently on different ranks (give them distinct names).
@@ -11,7 +14,7 @@ import threading
 
 import torch
 
-from tutti import elastic
+from tutti import elastic, process_sets
 from tutti.basics import rank
 from tutti.errors import InvalidArgumentError
 from tutti.torch import ops
@@ -123,25 +126,27 @@ def broadcast_optimizer_state(optimizer, root_rank=0, process_set=None):
         ops.synchronize(h)
 
 
-_unnamed = {"generation": None, "calls": 0}  # this rank's unnamed object collectives
+_unnamed = {"generation": None, "calls": {}}  # this rank's unnamed object collectives
 _unnamed_lock = threading.Lock()
 
 
-def _object_name(kind, name):
+def _object_name(kind, name, process_set=None):
     """`name`, or for name=None "<kind>.noname.<n>": n counts this rank's
-    unnamed broadcast_object/allgather_object calls (since import, or in an
-    elastic job since it joined the current generation). Every rank makes the
-    same calls in the same order, so n agrees whatever objects the ranks pass.
+    unnamed broadcast_object/allgather_object calls over process_set (since
+    import, or in an elastic job since it joined the current generation).
+    Every member makes the same calls in the same order, so n agrees within
+    the set whatever objects the ranks pass (names are matched per set).
     (Horovod names them after type(obj), which hangs when the types differ:
     the root passing its dict as "dict.sz", the others None as "NoneType.sz".)"""
     if name is not None:
         return str(name)
+    ps_id = ops._process_set_id(process_set)
     generation = elastic.generation()
     with _unnamed_lock:
         if _unnamed["generation"] != generation:
-            _unnamed.update(generation=generation, calls=0)
-        n = _unnamed["calls"]
-        _unnamed["calls"] = n + 1
+            _unnamed.update(generation=generation, calls={})
+        n = _unnamed["calls"].get(ps_id, 0)
+        _unnamed["calls"][ps_id] = n + 1
     return "%s.noname.%d" % (kind, n)
 
 
@@ -179,7 +184,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     _object_name (None: generated, the same on every rank whatever the
     objects). An object that root cannot pickle raises InvalidArgumentError on
     every rank; later collectives work."""
-    name = _object_name("broadcast_object", name)
+    name = _object_name("broadcast_object", name, process_set)
     is_root = rank() == root_rank
     payload, n, error = _pickled(obj) if is_root else (None, 0, None)
     length = torch.tensor([n], dtype=torch.int64)
@@ -196,10 +201,10 @@ def allgather_object(obj, name=None, process_set=None):
     """Returns the list of every rank's `obj` (pickled), in rank order. name:
     as broadcast_object's. An object that a rank cannot pickle raises
     InvalidArgumentError on every rank, naming the ranks; later collectives work."""
-    name = _object_name("allgather_object", name)
+    name = _object_name("allgather_object", name, process_set)
     payload, n, error = _pickled(obj)
     lengths = ops.allgather(torch.tensor([n], dtype=torch.int64), name + ".len", process_set)
     raw = ops.allgather(payload, name + ".data", process_set).numpy().tobytes()
     lengths = lengths.tolist()
-    return [pickle.loads(c) for c in _payloads("allgather_object", range(len(lengths)), lengths,
-                                               raw, error)]
+    ranks = process_sets.set_ranks(process_set)
+    return [pickle.loads(c) for c in _payloads("allgather_object", ranks, lengths, raw, error)]

@@ -6,13 +6,13 @@ errors: as tutti.torch.ops.allgather_async / reducescatter_async, per tensor.
 
 from tutti.errors import InvalidArgumentError
 from tutti.torch.ops import (
-    _check_process_set,
     _check_tensor,
     _contiguous,
     _enqueue_allgather,
     _enqueue_reducescatter,
     _op_code,
     _output_tensor,
+    _process_set_id,
     _register,
 )
 
@@ -38,9 +38,9 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
     None: generated). synchronize() returns the list of outputs, in order.
     Every tensor is checked before any is enqueued; an enqueue error of
     tensor i (e.g. DuplicateNameError) raises with tensors 0..i-1 in flight."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     inputs = _group_inputs(tensors, "grouped_allgather")
-    hs = [_enqueue_allgather(t, _member_name(name, i)) for i, t in enumerate(inputs)]
+    hs = [_enqueue_allgather(t, _member_name(name, i), ps_id) for i, t in enumerate(inputs)]
     return _register(hs, (inputs,),
                      lambda hs: [_output_tensor(h, t.device) for h, t in zip(hs, inputs)])
 
@@ -62,10 +62,11 @@ def grouped_reducescatter_async(tensors, name=None, op=None, process_set=None,
     of this rank's outputs, in order. Every tensor is checked before any is
     enqueued; an enqueue error of tensor i raises with tensors 0..i-1 in
     flight."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     op = _op_code(op)
     inputs = _group_inputs(tensors, "grouped_reducescatter")
-    hs = [_enqueue_reducescatter(t, _member_name(name, i), op, prescale_factor, postscale_factor)
+    hs = [_enqueue_reducescatter(t, _member_name(name, i), op, prescale_factor, postscale_factor,
+                                 ps_id)
           for i, t in enumerate(inputs)]
     return _register(hs, (inputs,),
                      lambda hs: [_output_tensor(h, t.device) for h, t in zip(hs, inputs)])

@@ -14,6 +14,14 @@ Names: ops are matched across ranks by name; name=None lets the runtime
 generate one from a counter, so unnamed ops must be issued in the same order on
 every rank. A name may be reused once its previous op completed.
 
+Process sets: every op but join() takes process_set= (None or
+global_process_set: every rank; or a registered tutti.ProcessSet, see
+tutti.process_sets). Only its members call the op; within it, sizes, splits,
+the rank order of outputs and an Average's divisor are the set's; broadcast's
+root_rank stays a global rank (a member). An op on a set this rank is not in,
+or on an unregistered set, raises InvalidArgumentError (a ValueError) at
+once; CUDA tensors run over the global set only.
+
 Errors: enqueue errors raise at once (InvalidArgumentError, DuplicateNameError,
 NotInitializedError, PeerLostError, ...); errors of the op itself
 (MismatchError, PeerLostError, StalledError, ShutdownError) are raised by
@@ -34,6 +42,8 @@ from tutti import _library
 from tutti.basics import built_with
 from tutti.compression import Compression, native_spec
 from tutti.errors import InvalidArgumentError, error_for
+from tutti import process_sets as _process_sets
+from tutti.process_sets import global_process_set  # noqa: F401 (re-exported)
 from tutti.torch import _handles
 
 # Reduce ops (values are tutti_reduce_op). Horovod's names.
@@ -182,13 +192,20 @@ def _native_spec(compression):
     return spec
 
 
-def _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression=None):
+def _options(ps_id, compression=None):
+    """A tutti_op_options for process set ps_id (and compression= of an allreduce)."""
+    spec = None if compression is None else _encode(_native_spec(compression))
+    return ctypes.byref(_library.op_options(ps_id, spec))
+
+
+def _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression=None,
+                       ps_id=0):
     handle = _library.c_handle()
     d_in = _desc(inp)
     d_out = d_in if out is inp else _desc(out)
-    _library.check(_lib().tutti_allreduce_async_ex(
+    _library.check(_library.function("tutti_allreduce_async_opts")(
         ctypes.byref(d_in), ctypes.byref(d_out), _encode(name), op, float(prescale_factor),
-        float(postscale_factor), _encode(_native_spec(compression)), ctypes.byref(handle)))
+        float(postscale_factor), _options(ps_id, compression), ctypes.byref(handle)))
     return handle.value
 
 
@@ -208,23 +225,25 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     default (TUTTI_COMPRESSION), which DistributedOptimizer uses for gradients.
     Returns a handle for poll()/synchronize(). Raises TuttiError subclasses.
     """
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     op = _op_code(op, average)
     inp = _contiguous(tensor)
     out = torch.empty_like(inp, memory_format=torch.contiguous_format)
-    h = _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression)
+    h = _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression,
+                           ps_id)
     return _register([h], (inp, out), lambda hs: out)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=None, compression=Compression.none):
     """In-place allreduce_async: the result is written into `tensor` by synchronize()."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     op = _op_code(op, average)
     buf = _contiguous(tensor)
-    h = _allreduce_enqueue(buf, buf, name, op, prescale_factor, postscale_factor, compression)
+    h = _allreduce_enqueue(buf, buf, name, op, prescale_factor, postscale_factor, compression,
+                           ps_id)
     if buf is tensor:
         return _register([h], (tensor,), lambda hs: tensor)
     return _register([h], (tensor, buf), lambda hs: tensor.copy_(buf))
@@ -252,14 +271,14 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 
 def _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor,
-                     compression=None):
+                     compression=None, ps_id=0):
     n = len(inputs)
     d_in = (_library.TensorDesc * n)(*[_desc(t) for t in inputs])
     d_out = (_library.TensorDesc * n)(*[_desc(t) for t in outputs])
     handles = (_library.c_handle * n)()
-    _library.check(_lib().tutti_grouped_allreduce_async_ex(
+    _library.check(_library.function("tutti_grouped_allreduce_async_opts")(
         n, d_in, d_out, _encode(name), op, float(prescale_factor), float(postscale_factor),
-        _encode(_native_spec(compression)), handles))
+        _options(ps_id, compression), handles))
     return list(handles)
 
 
@@ -268,7 +287,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     """Starts allreduces of a list of tensors negotiated and fused as one group
     (none starts before all are ready on every rank). One handle for the group;
     synchronize() returns the list of new tensors. compression: as allreduce_async."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     tensors = list(tensors)
     if not tensors:
         raise InvalidArgumentError("grouped_allreduce needs at least one tensor", 1)
@@ -278,14 +297,14 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     inputs = [_contiguous(t) for t in tensors]
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in inputs]
     hs = _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor,
-                          compression)
+                          compression, ps_id)
     return _register(hs, (inputs, outputs), lambda _: outputs)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=None, compression=Compression.none):
     """In-place grouped_allreduce_async; synchronize() returns the list `tensors`."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     tensors = list(tensors)
     if not tensors:
         raise InvalidArgumentError("grouped_allreduce needs at least one tensor", 1)
@@ -293,7 +312,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
         _check_tensor(t, "tensors[%d]" % i)
     op = _op_code(op, average)
     bufs = [_contiguous(t) for t in tensors]
-    hs = _grouped_enqueue(bufs, bufs, name, op, prescale_factor, postscale_factor, compression)
+    hs = _grouped_enqueue(bufs, bufs, name, op, prescale_factor, postscale_factor, compression,
+                          ps_id)
 
     def finish(_):
         for t, b in zip(tensors, bufs):
@@ -329,17 +349,18 @@ def allgather_async(tensor, name=None, process_set=None):
     """Starts an allgather: every rank's tensor concatenated along dim 0 in rank
     order. First dimensions may differ per rank; the others must match (else
     MismatchError on every rank); a 0-dimensional tensor is InvalidArgumentError."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     inp = _contiguous(tensor)
-    return _register([_enqueue_allgather(inp, name)], (inp,),
+    return _register([_enqueue_allgather(inp, name, ps_id)], (inp,),
                      lambda hs: _output_tensor(hs[0], inp.device))
 
 
-def _enqueue_allgather(inp, name):
+def _enqueue_allgather(inp, name, ps_id=0):
     handle = _library.c_handle()
     d = _desc(inp)
-    _library.check(_lib().tutti_allgather_async(ctypes.byref(d), _encode(name), ctypes.byref(handle)))
+    _library.check(_library.function("tutti_allgather_async_opts")(
+        ctypes.byref(d), _encode(name), _options(ps_id), ctypes.byref(handle)))
     return handle.value
 
 
@@ -352,32 +373,33 @@ def allgather(tensor, name=None, process_set=None):
     return autograd.allgather([tensor], False, name, process_set)[0]
 
 
-def _broadcast_enqueue(inp, out, root_rank, name):
+def _broadcast_enqueue(inp, out, root_rank, name, ps_id=0):
     handle = _library.c_handle()
     d_in = _desc(inp)
     d_out = d_in if out is inp else _desc(out)
-    _library.check(_lib().tutti_broadcast_async(ctypes.byref(d_in), ctypes.byref(d_out),
-                                                int(root_rank), _encode(name), ctypes.byref(handle)))
+    _library.check(_library.function("tutti_broadcast_async_opts")(
+        ctypes.byref(d_in), ctypes.byref(d_out), int(root_rank), _encode(name), _options(ps_id),
+        ctypes.byref(handle)))
     return handle.value
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
     """Starts a broadcast of root_rank's tensor into a new tensor on every rank.
     Ranks naming different roots get MismatchError."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     inp = _contiguous(tensor)
     out = torch.empty_like(inp, memory_format=torch.contiguous_format)
-    h = _broadcast_enqueue(inp, out, root_rank, name)
+    h = _broadcast_enqueue(inp, out, root_rank, name, ps_id)
     return _register([h], (inp, out), lambda hs: out)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     """In-place broadcast_async: synchronize() writes root's values into `tensor`."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     buf = _contiguous(tensor)
-    h = _broadcast_enqueue(buf, buf, root_rank, name)
+    h = _broadcast_enqueue(buf, buf, root_rank, name, ps_id)
     if buf is tensor:
         return _register([h], (tensor,), lambda hs: tensor)
     return _register([h], (tensor, buf), lambda hs: tensor.copy_(buf))
@@ -403,7 +425,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     tensor of size() non-negative ints summing to at most tensor.shape[0].
     synchronize() returns (output, received_splits) where output is the rows
     received, concatenated in rank order, and received_splits an int32 tensor."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     inp = _contiguous(tensor)
     if splits is None:
@@ -424,8 +446,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
         c_splits = (ctypes.c_int64 * n)(*[int(v) for v in values])
     handle = _library.c_handle()
     d = _desc(inp)
-    _library.check(_lib().tutti_alltoall_async(ctypes.byref(d), c_splits, n, _encode(name),
-                                               ctypes.byref(handle)))
+    _library.check(_library.function("tutti_alltoall_async_opts")(
+        ctypes.byref(d), c_splits, n, _encode(name), _options(ps_id), ctypes.byref(handle)))
 
     def finish(hs):
         out = _output_tensor(hs[0], inp.device)
@@ -454,20 +476,20 @@ def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_f
     (op: Average default, Sum, Min, Max, Product) and rank r receives rows
     [offset_r, offset_r + rows_r), rows_r = d0 // size plus one for the first
     d0 % size ranks. synchronize() returns the new tensor."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     op = _op_code(op)
     inp = _contiguous(tensor)
-    h = _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor)
+    h = _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor, ps_id)
     return _register([h], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
 
 
-def _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor):
+def _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor, ps_id=0):
     handle = _library.c_handle()
     d = _desc(inp)
-    _library.check(_lib().tutti_reducescatter_async(
+    _library.check(_library.function("tutti_reducescatter_async_opts")(
         ctypes.byref(d), _encode(name), op, float(prescale_factor), float(postscale_factor),
-        ctypes.byref(handle)))
+        _options(ps_id), ctypes.byref(handle)))
     return handle.value
 
 
@@ -489,10 +511,11 @@ def reducescatter(tensor, name=None, compression=None, op=None, process_set=None
 
 
 def barrier(process_set=None):
-    """Returns once every rank entered the barrier."""
-    _check_process_set(process_set)
+    """Returns once every rank (of process_set: every member) entered the barrier."""
+    ps_id = _process_set_id(process_set)
     handle = _library.c_handle()
-    _library.check(_lib().tutti_barrier_async(ctypes.byref(handle)))
+    _library.check(_library.function("tutti_barrier_async_opts")(_options(ps_id),
+                                                                 ctypes.byref(handle)))
     synchronize(_register([handle.value], (), lambda hs: None))
 
 
@@ -561,18 +584,10 @@ def synchronize(handle):
             lib.tutti_release(h)
 
 
-def _check_process_set(process_set):
-    if process_set is not None and process_set is not global_process_set:
-        raise InvalidArgumentError("process sets other than the global one are not supported yet", 1)
+def _process_set_id(process_set):
+    """The libtutti id of process_set= (None: the global set); InvalidArgumentError
+    (a ValueError) for an unregistered set or another object, before any enqueue."""
+    return _process_sets.process_set_id(process_set)
 
 
-class _GlobalProcessSet:
-    """The set of every rank (Horovod's global_process_set)."""
-
-    process_set_id = 0
-
-    def __repr__(self):
-        return "global_process_set"
-
-
-global_process_set = _GlobalProcessSet()
+_check_process_set = _process_set_id  # the name used before process sets existed

@@ -22,7 +22,6 @@ may run the hooks on autograd's threads. Construct DistributedOptimizers in
 the same order on every rank (the construction checks it).
 """
 
-import itertools
 import math
 import os
 import re
@@ -32,7 +31,7 @@ from contextlib import contextmanager
 
 import torch
 
-from tutti import elastic
+from tutti import elastic, process_sets
 from tutti.basics import size
 from tutti.torch import ops
 from tutti.torch import _update_averaging
@@ -46,9 +45,10 @@ from tutti.torch.sparse import sparse_allreduce_async
 # instead (see _update_averaging.step_compressed_updates).
 _MIN_TOPK_ENTRIES = 16
 
-# The construction index of each DistributedOptimizer of this process (the
-# "#k" of its tensor names).
-_constructed = itertools.count()
+# The construction index of each DistributedOptimizer of this process per
+# process set id (the "#k" of its tensor names): the members of a set count
+# the optimizers over that set, whatever they construct for other sets.
+_constructed = {}
 _constructed_lock = threading.Lock()
 
 
@@ -127,10 +127,14 @@ def _form_groups(param_groups, groups):
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense, compress_updates):
+                 gradient_predivide_factor, groups, sparse_as_dense, compress_updates,
+                 process_set):
         super(self.__class__, self).__init__(params)
+        self.process_set = process_set
+        ps_id = process_sets.process_set_id(process_set)
         with _constructed_lock:
-            self._index = next(_constructed)
+            self._index = _constructed.get(ps_id, 0)
+            _constructed[ps_id] = self._index + 1
         self._name_prefix = "#%d" % self._index if self._index else ""
         self._set_compression(compression, compress_updates, op, backward_passes_per_step)
         named_parameters = _named_parameters(self.param_groups, named_parameters)
@@ -163,11 +167,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._exchange_kind += " sparse_as_dense" if self.sparse_as_dense else ""
         self._exchange_kind += " groups=%d" % len(self._group_counts) if groups else ""
         self._checked_generation = None
-        if size() > 1 and not elastic.enabled():
+        # A rank outside process_set exchanges nothing: step() is the wrapped
+        # optimizer's on its own gradients (Horovod's behaviour).
+        self._included = process_set is None or process_set.included()
+        if self._included and size() > 1 and not elastic.enabled():
             self._check_same_exchange(at_construction=True)
         # In an elastic job the size may grow later: hook every parameter now
         # (the hooks do nothing while the size is 1).
-        if size() > 1 or elastic.enabled():
+        if self._included and (size() > 1 or elastic.enabled()):
             self._register_hooks()
 
     def _set_compression(self, compression, compress_updates, op, backward_passes_per_step):
@@ -258,11 +265,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.data.new_zeros((0,) + tuple(p.shape[dims:])), p.shape)
         if p.grad is not None and p.grad.is_sparse and not self.sparse_as_dense:
             self._sparse_dims[p] = p.grad.sparse_dim()
-            return sparse_allreduce_async(p.grad, name=name, op=self.op), None
+            return sparse_allreduce_async(p.grad, name=name, op=self.op,
+                                          process_set=self.process_set), None
         compressed, ctx = self._compress(self._dense_grad(p))
         prescale, postscale = self._scale_factors()
         handle = ops.allreduce_async_(compressed, name=name, op=self.op,
                                       prescale_factor=prescale, postscale_factor=postscale,
+                                      process_set=self.process_set,
                                       compression=self._compression_spec)
         return handle, (ctx,)
 
@@ -277,7 +286,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         prescale, postscale = self._scale_factors()
         handle = ops.grouped_allreduce_async_(
             [c for c, _ in pairs], name=self._tensor_name("group", group[0]), op=self.op,
-            prescale_factor=prescale, postscale_factor=postscale,
+            prescale_factor=prescale, postscale_factor=postscale, process_set=self.process_set,
             compression=self._compression_spec)
         return handle, [(ctx,) for _, ctx in pairs]
 
@@ -292,22 +301,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return
         if at_construction:
             mine = (self._exchange_kind, self._index)
-            kinds = allgather_object(mine, name="tutti.optimizer.check")
+            kinds = allgather_object(mine, name="tutti.optimizer.check",
+                                     process_set=self.process_set)
         else:
             mine = (self._exchange_kind, None)
-            kinds = allgather_object(mine, name="tutti.optimizer%s.check" % self._name_prefix)
+            kinds = allgather_object(mine, name="tutti.optimizer%s.check" % self._name_prefix,
+                                     process_set=self.process_set)
+        kinds = list(zip(process_sets.set_ranks(self.process_set), kinds))
         self._checked_generation = generation
-        if len({k for k, _ in kinds}) > 1:
+        if len({k for _, (k, _) in kinds}) > 1:
             raise MismatchError(
                 "DistributedOptimizer: ranks use different compression: " +
-                ", ".join("rank %d %s" % (r, k) for r, (k, _) in enumerate(kinds)) +
+                ", ".join("rank %d %s" % (r, k) for r, (k, _) in kinds) +
                 " (every rank must pass the same compression=, or the same TUTTI_COMPRESSION)",
                 MismatchError.code)
-        if len({i for _, i in kinds}) > 1:
+        if len({i for _, (_, i) in kinds}) > 1:
             raise MismatchError(
                 "DistributedOptimizer: ranks constructed different numbers of "
-                "DistributedOptimizers before this one: " +
-                ", ".join("rank %d %d" % (r, i) for r, (_, i) in enumerate(kinds)) +
+                "DistributedOptimizers (over this process set) before this one: " +
+                ", ".join("rank %d %d" % (r, i) for r, (_, i) in kinds) +
                 " (construct them in the same order on every rank)", MismatchError.code)
 
     def _make_hook(self, p):
@@ -370,8 +382,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient allreduce (starting the missing ones) and
-        writes the reduced gradients into p.grad. Raises TuttiError subclasses."""
-        if size() == 1:
+        writes the reduced gradients into p.grad. Raises TuttiError subclasses.
+        Does nothing on a rank outside the optimizer's process set."""
+        if size() == 1 or not self._included:
             self._synchronized = True
             return
         try:
@@ -420,7 +433,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def step(self, closure=None):
-        if self._compress_updates and size() > 1:
+        if self._compress_updates and size() > 1 and self._included:
             return _update_averaging.step_compressed_updates(self, closure)
         if self._should_synchronize:
             if self._synchronized:
@@ -472,7 +485,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     gradient for a parameter sends an empty sparse one if the parameter's
     gradient was sparse before, else dense zeros: without sparse_as_dense
     every rank must compute a sparse gradient in the first step, as in
-    Horovod). process_set: the global one only.
+    Horovod). process_set: None or global_process_set (every rank), or a
+    registered tutti.ProcessSet: gradients are averaged over its members
+    only (Average divides by its size); a rank outside it keeps its own
+    gradients (step() is the wrapped optimizer's), as in Horovod. Members
+    construct their optimizers over a set in the same order.
     compress_updates: True averages the wrapped optimizer's updates instead of
     the gradients (each rank steps its own optimizer state on its local
     gradient; the updates go through the compressed allreduce with error
@@ -491,9 +508,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     step.
 
     With size() > 1 (outside elastic jobs) the construction is a collective
-    (every rank checks that the others chose the same compression).
+    over process_set's members (every rank checks that the others chose the
+    same compression).
     """
-    ops._check_process_set(process_set)
+    ops._process_set_id(process_set)  # a ValueError for an unregistered set, before anything
     if gradient_predivide_factor != 1.0 and op != ops.Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:
@@ -504,4 +522,5 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, compress_updates)
+               op, gradient_predivide_factor, groups, sparse_as_dense, compress_updates,
+               process_set)

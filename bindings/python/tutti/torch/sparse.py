@@ -3,8 +3,8 @@
 As Horovod does it (horovod/torch/mpi_ops.py 0.28.1): the indices (as
 [nnz, sparse_dim] rows) and the values of every rank are allgathered, and the
 result is the uncoalesced sparse tensor of all of them, values divided by
-size() for Average. An index present on several ranks appears once per rank
-(coalesce() sums them). The result has the input's size, dtype and device.
+size() for Average (with process_set=: the set's members and size). An index
+present on several ranks appears once per rank (coalesce() sums them). The result has the input's size, dtype and device.
 
 The handle is an int that poll() and synchronize() accept like any other
 (synchronize returns the sparse result) and, as Horovod's, a callable:
@@ -13,16 +13,16 @@ handle() returns the result too.
 
 import torch
 
-from tutti.basics import size
+from tutti import process_sets
 from tutti.errors import InvalidArgumentError
 from tutti.torch.ops import (
     Average,
     Sum,
-    _check_process_set,
     _check_tensor,
     _enqueue_allgather,
     _op_code,
     _output_tensor,
+    _process_set_id,
     _register,
     synchronize,
 )
@@ -52,7 +52,7 @@ def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
     op: Average (default) or Sum. Returns a SparseHandle; synchronize(handle)
     or handle() gives the sparse result. Every rank's tensor must have the
     same size and dtype (else MismatchError); nnz may differ, 0 included."""
-    _check_process_set(process_set)
+    ps_id = _process_set_id(process_set)
     if not torch.is_tensor(tensor) or not tensor.is_sparse:
         raise InvalidArgumentError(
             "sparse_allreduce_async needs a sparse COO tensor, got %s"
@@ -63,9 +63,9 @@ def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
     indices = tensor._indices().t().contiguous()
     values = tensor._values().contiguous()
     _check_tensor(values, "the values of the sparse tensor")
-    hs = [_enqueue_allgather(indices, _member(name, "indices")),
-          _enqueue_allgather(values, _member(name, "values"))]
-    shape, n = tensor.size(), size()
+    hs = [_enqueue_allgather(indices, _member(name, "indices"), ps_id),
+          _enqueue_allgather(values, _member(name, "values"), ps_id)]
+    shape, n = tensor.size(), process_sets.set_size(process_set)
 
     def finish(hs):
         gathered = _output_tensor(hs[1], values.device)

@@ -2,7 +2,8 @@
 PyTorch's ``torch.nn.SyncBatchNorm``) on tutti's collectives.
 
 In training, a batch-norm layer normalises with the statistics of the
-*global* batch (every rank's samples) instead of this rank's alone, which
+*global* batch (every rank's samples; with process_group=, every member's)
+instead of this rank's alone, which
 matters when the per-rank batch is small. Forward: each rank computes, per
 channel, its sample count, mean and sum of squared deviations (M2); one
 allgather brings every rank's, combined with Chan et al.'s parallel-variance
@@ -64,7 +65,7 @@ def _reduce_dims(x):
 
 class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, running_mean, running_var, eps, momentum):
+    def forward(ctx, x, weight, bias, running_mean, running_var, eps, momentum, process_set):
         channels = x.shape[1]
         stat = _stat_dtype(x.dtype)
         count = x.numel() // channels
@@ -78,7 +79,9 @@ class _SyncBatchNormFunction(torch.autograd.Function):
             mean = x.new_zeros(channels, dtype=stat)
             m2 = x.new_zeros(channels, dtype=stat)
         mine = torch.cat([mean.new_tensor([float(count)]), mean, m2]).unsqueeze(0)
-        every = ops.allgather(mine)  # (size, 1 + 2C), rank order, on x's device
+        # (set size, 1 + 2C), rank order, on x's device
+        every = ops.allgather(mine, process_set=process_set)
+        ctx.process_set = process_set
         counts = every[:, 0]
         total = counts.sum()
         total_count = total.item()
@@ -126,7 +129,8 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             channels = x.shape[1]
-            both = ops.allreduce(torch.cat([sum_dy, sum_dy_x_hat]), op=ops.Sum)
+            both = ops.allreduce(torch.cat([sum_dy, sum_dy_x_hat]), op=ops.Sum,
+                                 process_set=ctx.process_set)
             mean_dy = both[:channels] / ctx.total
             mean_dy_x_hat = both[channels:] / ctx.total
             # (dy - mean_dy - x_hat * mean_dy_x_hat) * invstd * weight, as
@@ -141,14 +145,26 @@ class _SyncBatchNormFunction(torch.autograd.Function):
             grad_weight = sum_dy_x_hat.to(weight.dtype)
         if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
             grad_bias = sum_dy.to(ctx.bias_dtype)
-        return grad_x, grad_weight, grad_bias, None, None, None, None
+        return grad_x, grad_weight, grad_bias, None, None, None, None, None
 
 
 class SyncBatchNorm(_BatchNorm):
     """Batch normalization over the global batch of every rank (see the module
-    docstring). Arguments as torch.nn.BatchNorm1d/2d/3d: num_features (C),
-    eps, momentum (None: cumulative average), affine, track_running_stats.
-    Input (N, C) or (N, C, *)."""
+    docstring). Arguments as torch.nn.SyncBatchNorm: num_features (C), eps,
+    momentum (None: cumulative average), affine, track_running_stats,
+    process_group, device, dtype. Input (N, C) or (N, C, *).
+
+    process_group: None or tutti.torch.global_process_set (every rank), or a
+    registered tutti.ProcessSet: the statistics are those of its members'
+    batches (torch's process_group with tutti's sets; only members may run
+    the layer in training). An unregistered set is a ValueError here."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_group=None, device=None, dtype=None):
+        ops._process_set_id(process_group)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats,
+                         device=device, dtype=dtype)
+        self.process_group = process_group
 
     def _check_input_dim(self, x):
         if not torch.is_floating_point(x):
@@ -178,19 +194,18 @@ class SyncBatchNorm(_BatchNorm):
         update = self.track_running_stats
         return _SyncBatchNormFunction.apply(
             x, self.weight, self.bias, self.running_mean if update else None,
-            self.running_var if update else None, self.eps, factor)
+            self.running_var if update else None, self.eps, factor, self.process_group)
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
         """Returns `module` with every torch.nn.BatchNorm1d/2d/3d (any
         _BatchNorm) replaced by a SyncBatchNorm holding the same parameters,
         buffers and mode (as torch.nn.SyncBatchNorm.convert_sync_batchnorm).
-        process_group: None or tutti.torch.global_process_set (every rank)."""
-        ops._check_process_set(process_group)
+        process_group: as SyncBatchNorm's (None: every rank)."""
         converted = module
         if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
             converted = cls(module.num_features, module.eps, module.momentum, module.affine,
-                            module.track_running_stats)
+                            module.track_running_stats, process_group)
             if module.affine:
                 with torch.no_grad():
                     converted.weight = module.weight
