@@ -1,0 +1,205 @@
+"""ProcessGroupTutti: a torch.distributed process group whose collectives are
+tutti's (negotiation, fusion, shared memory and TCP rings).
+
+A Python subclass of torch.distributed.ProcessGroup (torch 1.13): torch's
+Python functions (dist.all_reduce, ...) call its methods directly, and C++
+callers (DistributedDataParallel's reducer: allreduce, allgather, broadcast)
+reach them through torch's trampoline class. No compilation against libtorch:
+the same code runs on any torch whose ProcessGroup can be subclassed in
+Python (1.13 here).
+
+Every op enqueues exactly one tutti op named "torch.<group>.<n>", n the
+group's sequence number: torch issues collectives in the same order on every
+rank, so the names agree, and a rank that issues a different collective at
+the same point gets tutti's mismatch error naming both instead of a hang.
+Each op returns a Work made by torch from a torch.futures.Future
+(_create_work_from_future); wait() raises the op's error (a tutti.TuttiError
+such as PeerLostError or MismatchError, surfaced by torch as RuntimeError).
+The future's value is the list of output tensors (for all_reduce and
+broadcast: [tensor], as gloo's).
+
+Tensors: one tensor per call (no multi-device lists), CPU (CUDA when tutti
+was built with CUDA), dtypes uint8, int8, int16, int32, int64, float16,
+bfloat16, float32, float64, bool. Unsupported: send, recv, recv_anysource,
+monitored_barrier, allgather_coalesced (RuntimeError naming the op).
+
+Thread-safety: ops may be called from any thread; the names follow the order
+in which calls reach the group, so calls that race on different threads of
+one rank must not be collectives whose order matters (torch's own rule).
+"""
+
+import threading
+
+import torch
+import torch.distributed as dist
+
+from tutti.torch import ops
+from tutti.torch.distributed import _collectives as col
+from tutti.torch.distributed._completion import GrowingPool, complete_later
+
+_POOL = GrowingPool("tutti-pg")
+
+
+def _one(tensors, op):
+    if len(tensors) != 1:
+        raise RuntimeError("tutti backend: %s takes one tensor per call (got a list of %d; "
+                           "multi-device lists are not supported)" % (op, len(tensors)))
+    return tensors[0]
+
+
+def _root(opts, op):
+    if getattr(opts, "rootTensor", 0) != 0:
+        raise RuntimeError("tutti backend: %s with rootTensor=%d; only 0 (one tensor per call)"
+                           % (op, opts.rootTensor))
+    return opts.rootRank
+
+
+class ProcessGroupTutti(dist.ProcessGroup):
+    """The process group torch creates for backend "tutti" (see the module
+    docstring). rank/size: this process's rank in the group and its size.
+    process_set: the tutti process set of the group's ranks (None: every
+    rank). group_id: a name the same on every rank of the group. error: when
+    not None, the group cannot run collectives (e.g. a subgroup tutti cannot
+    map) and every op raises it."""
+
+    def __init__(self, rank, size, process_set, group_id, error=None):
+        super().__init__(rank, size)
+        self._process_set = process_set
+        self._group_id = group_id or "world"
+        self._error = error
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def getBackendName(self):  # noqa: N802 (torch's name)
+        return "tutti"
+
+    def __repr__(self):
+        return "ProcessGroupTutti(rank=%d, size=%d, group=%r)" % (self.rank(), self.size(),
+                                                                  self._group_id)
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _run(self, tensors, start, finish):
+        """Enqueues one tutti op, start(name, process_set) -> handle, and returns
+        a Work whose future gets finish(result of synchronize(handle))."""
+        if self._error is not None:
+            raise RuntimeError(self._error)
+        with self._lock:
+            name = "torch.%s.%d" % (self._group_id, self._seq)
+            self._seq += 1
+            handle = start(name, self._process_set)
+        devices = sorted({str(t.device) for t in tensors if t.device.type == "cuda"})
+        future = torch.futures.Future(devices=devices or None)
+        complete_later(_POOL, future, lambda: ops.synchronize(handle), finish)
+        return torch._C._distributed_c10d._create_work_from_future(future)
+
+    # -- collectives --------------------------------------------------------------
+
+    def allreduce(self, tensors, opts=None):
+        t = _one(tensors, "all_reduce")
+        op = col.reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, "all_reduce")
+        start, finish = col.allreduce(t, op)
+        return self._run([t], start, lambda r: [finish(r)])
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = col.reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM,
+                           "all_reduce_coalesced")
+        start, finish = col.allreduce_coalesced(list(tensors), op)
+        return self._run(tensors, start, finish)
+
+    def broadcast(self, tensors, opts=None):
+        t = _one(tensors, "broadcast")
+        root = _root(opts, "broadcast") if opts is not None else 0
+
+        def start(name, ps):
+            return ops.broadcast_async_(t, root, name=name, process_set=ps)
+
+        return self._run([t], start, lambda r: [t])
+
+    def reduce(self, tensors, opts=None):
+        t = _one(tensors, "reduce")
+        op = col.reduce_op(opts.reduceOp, "reduce")
+        start, finish = col.reduce(t, op, _root(opts, "reduce") == self.rank())
+        return self._run([t], start, lambda r: [finish(r)])
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "all_gather")
+        outs = _one(output_tensors, "all_gather")
+        col.check_count(outs, self.size(), "all_gather", "output tensors")
+        start, finish = col.gather_into(t, outs, "all_gather")
+        return self._run([t], start, lambda r: [finish(r)])
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's name)
+        col.check_numel(output, input.numel() * self.size(), "_all_gather_base output")
+        start, finish = col.gather_into(input, [output], "_all_gather_base")
+        return self._run([input], start, lambda r: [finish(r)])
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "gather")
+        root = opts.rootRank
+        outs = None
+        if self.rank() == root:
+            outs = _one(output_tensors, "gather")
+            col.check_count(outs, self.size(), "gather", "gather_list entries")
+        start, finish = col.gather(t, outs, root, self.size())
+        return self._run([t], start, lambda r: [finish(r)] if outs is not None else [])
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        out = _one(output_tensors, "scatter")
+        root = opts.rootRank
+        chunks = None
+        if self.rank() == root:
+            chunks = _one(input_tensors, "scatter")
+            col.check_count(chunks, self.size(), "scatter", "scatter_list entries")
+        start, finish = col.scatter(out, chunks, root, self.size())
+        return self._run([out], start, lambda r: [finish(r)])
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = _one(output_tensors, "reduce_scatter")
+        inputs = _one(input_tensors, "reduce_scatter")
+        col.check_count(inputs, self.size(), "reduce_scatter", "input tensors")
+        op = col.reduce_op(opts.reduceOp, "reduce_scatter")
+        start, finish = col.reduce_scatter(out, inputs, op, self.rank(), self.size())
+        return self._run([out], start, lambda r: [finish(r)])
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
+        col.check_numel(input, output.numel() * self.size(), "_reduce_scatter_base input")
+        op = col.reduce_op(opts.reduceOp, "_reduce_scatter_base")
+        rows = input.reshape(self.size(), output.numel())
+        start, finish = col.reduce_scatter(output, rows, op, self.rank(), self.size())
+        return self._run([output], start, lambda r: [finish(r)])
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
+        start, finish = col.alltoall_single(output, input, list(output_split_sizes),
+                                            list(input_split_sizes), self.size())
+        return self._run([input], start, lambda r: [finish(r)])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        col.check_count(output_tensors, self.size(), "all_to_all", "output tensors")
+        col.check_count(input_tensors, self.size(), "all_to_all", "input tensors")
+        start, finish = col.alltoall(list(output_tensors), list(input_tensors))
+        return self._run(input_tensors, start, finish)
+
+    def barrier(self, opts=None):
+        return self._run([], col.barrier_start, lambda r: [])
+
+    # -- what tutti does not do -----------------------------------------------------
+
+    def _unsupported(self, op, why="tutti has collectives only, no point-to-point messages"):
+        raise RuntimeError("tutti backend does not support %s: %s; use a gloo group for it "
+                           "(dist.new_group(backend='gloo'))" % (op, why))
+
+    def send(self, tensors, dst, tag=0):
+        self._unsupported("send")
+
+    def recv(self, tensors, src, tag=0):
+        self._unsupported("recv")
+
+    def recv_anysource(self, tensors, tag=0):
+        self._unsupported("recv_anysource")
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        self._unsupported("monitored_barrier", "it is gloo's debugging barrier; use barrier()")
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        self._unsupported("all_gather_coalesced", "not implemented; call all_gather per tensor")
