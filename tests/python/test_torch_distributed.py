@@ -13,8 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import tutti.torch as hvd
-import tutti.torch.distributed  # noqa: F401 (registers "tutti")
+from torch_dist_util import groups
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
@@ -22,11 +21,7 @@ INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
 
 @pytest.fixture(scope="module", autouse=True)
 def tutti_group():
-    hvd.init()
-    if not dist.is_initialized():
-        dist.init_process_group("tutti")
-    yield
-    dist.destroy_process_group()
+    groups()
 
 
 def rank_size():
@@ -182,7 +177,7 @@ def test_reduce_scatter(op):
     torch.testing.assert_close(out, want, rtol=1e-15, atol=0)  # AVG: 1/size rounding
     base_out = torch.zeros(3, dtype=dtype)
     dist.reduce_scatter_tensor(base_out, torch.cat([chunk(rank, p) for p in range(size)]),
-                              op=getattr(dist.ReduceOp, op))
+                               op=getattr(dist.ReduceOp, op))
     torch.testing.assert_close(base_out, want, rtol=1e-15, atol=0)
 
 

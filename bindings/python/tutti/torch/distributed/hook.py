@@ -80,8 +80,9 @@ def allreduce_hook(state, bucket):
     is that tensor. Errors (e.g. PeerLostError when a rank died) are set on
     the future, so DDP's backward raises them."""
     tensor = bucket.buffer()
-    handle = ops.allreduce_async_(tensor, name="%s.bucket%d" % (state.name, bucket.index()),
-                                  op=ops.Average, compression=state.compression)
+    name = "%s.bucket%d" % (state.name, bucket.index())
+    handle = ops.allreduce_async_(tensor, name=name, op=ops.Average,
+                                  compression=state.compression)
     devices = [str(tensor.device)] if tensor.device.type == "cuda" else None
     future = torch.futures.Future(devices=devices)
     complete_later(_POOL, future, lambda: ops.synchronize(handle), lambda t: t)

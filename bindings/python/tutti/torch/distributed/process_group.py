@@ -8,10 +8,25 @@ reach them through torch's trampoline class. No compilation against libtorch:
 the same code runs on any torch whose ProcessGroup can be subclassed in
 Python (1.13 here).
 
-Every op enqueues exactly one tutti op named "torch.<group>.<n>", n the
-group's sequence number: torch issues collectives in the same order on every
-rank, so the names agree, and a rank that issues a different collective at
-the same point gets tutti's mismatch error naming both instead of a hang.
+Names. Every op enqueues exactly one tutti op, named
+"torch.<group>.<kind>.<dtype>.<elements>#<k>": the op's kind and what every
+rank must agree on (dtype, and the element count where ranks must pass equal
+sizes), and k counting that signature's ops in this group modulo WINDOW.
+torch issues collectives in the same order on every rank, so the names
+agree; they do not depend on how ops of *different* signatures interleave
+across threads (DDP's autograd thread starts bucket allreduces and its
+unused-parameter map while comm-hook callbacks, e.g. PowerSGD's, start theirs
+on whichever thread completed a future: an order that differs across ranks).
+Names repeat every WINDOW ops of a signature, so DDP's buckets hit tutti's
+response cache; before reusing a name, the op waits until its previous use
+completed on this rank (which needs nothing from this rank: every rank
+issued it earlier). A rank whose op has a different kind or size than the
+others' waits like a rank that never called it: tutti's stall inspector
+names the op and the ranks after TUTTI_STALL_CHECK_TIME_SECONDS and fails it
+after TUTTI_STALL_SHUTDOWN_TIME_SECONDS (default 1800 s, torch's default
+timeout). A rank with a different shape of equal size, root or reduce op
+gets tutti's mismatch error naming both.
+
 Each op returns a Work made by torch from a torch.futures.Future
 (_create_work_from_future); wait() raises the op's error (a tutti.TuttiError
 such as PeerLostError or MismatchError, surfaced by torch as RuntimeError).
@@ -38,6 +53,15 @@ from tutti.torch.distributed import _collectives as col
 from tutti.torch.distributed._completion import GrowingPool, complete_later
 
 _POOL = GrowingPool("tutti-pg")
+WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
+
+
+def _sig(kind, *tensors, count=True):
+    """An op's signature: kind, dtype, and (count) the element count."""
+    dtype = str(tensors[0].dtype).replace("torch.", "") if tensors else "none"
+    if not count:
+        return "%s.%s" % (kind, dtype)
+    return "%s.%s.%d" % (kind, dtype, sum(t.numel() for t in tensors))
 
 
 def _one(tensors, op):
@@ -68,7 +92,8 @@ class ProcessGroupTutti(dist.ProcessGroup):
         self._group_id = group_id or "world"
         self._error = error
         self._lock = threading.Lock()
-        self._seq = 0
+        self._counts = {}  # signature -> ops started
+        self._in_flight = {}  # name -> threading.Event set once that op completed here
 
     def getBackendName(self):  # noqa: N802 (torch's name)
         return "tutti"
@@ -79,18 +104,46 @@ class ProcessGroupTutti(dist.ProcessGroup):
 
     # -- plumbing ---------------------------------------------------------------
 
-    def _run(self, tensors, start, finish):
+    def _name(self, signature):
+        """(name, event of the previous op of that name or None, own event)."""
+        with self._lock:
+            k = self._counts.get(signature, 0)
+            self._counts[signature] = k + 1
+            name = "torch.%s.%s#%d" % (self._group_id, signature, k % WINDOW)
+            done = threading.Event()
+            previous = self._in_flight.get(name)
+            self._in_flight[name] = done
+        return name, previous, done
+
+    def _done(self, name, done):
+        done.set()
+        with self._lock:
+            if self._in_flight.get(name) is done:
+                del self._in_flight[name]
+
+    def _run(self, signature, tensors, start, finish):
         """Enqueues one tutti op, start(name, process_set) -> handle, and returns
         a Work whose future gets finish(result of synchronize(handle))."""
         if self._error is not None:
             raise RuntimeError(self._error)
-        with self._lock:
-            name = "torch.%s.%d" % (self._group_id, self._seq)
-            self._seq += 1
+        name, previous, done = self._name(signature)
+        if previous is not None:
+            previous.wait()
+        try:
             handle = start(name, self._process_set)
+        except BaseException:
+            self._done(name, done)
+            raise
+
+        def wait():
+            try:
+                return ops.synchronize(handle)
+            finally:
+                self._done(name, done)
+
         devices = sorted({str(t.device) for t in tensors if t.device.type == "cuda"})
         future = torch.futures.Future(devices=devices or None)
-        complete_later(_POOL, future, lambda: ops.synchronize(handle), finish)
+        complete_later(_POOL, future, wait, finish)
         return torch._C._distributed_c10d._create_work_from_future(future)
 
     # -- collectives --------------------------------------------------------------
@@ -99,13 +152,13 @@ class ProcessGroupTutti(dist.ProcessGroup):
         t = _one(tensors, "all_reduce")
         op = col.reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, "all_reduce")
         start, finish = col.allreduce(t, op)
-        return self._run([t], start, lambda r: [finish(r)])
+        return self._run(_sig("allreduce", t), [t], start, lambda r: [finish(r)])
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = col.reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM,
                            "all_reduce_coalesced")
         start, finish = col.allreduce_coalesced(list(tensors), op)
-        return self._run(tensors, start, finish)
+        return self._run(_sig("allreduce_coalesced", *tensors), tensors, start, finish)
 
     def broadcast(self, tensors, opts=None):
         t = _one(tensors, "broadcast")
@@ -114,25 +167,25 @@ class ProcessGroupTutti(dist.ProcessGroup):
         def start(name, ps):
             return ops.broadcast_async_(t, root, name=name, process_set=ps)
 
-        return self._run([t], start, lambda r: [t])
+        return self._run(_sig("broadcast", t), [t], start, lambda r: [t])
 
     def reduce(self, tensors, opts=None):
         t = _one(tensors, "reduce")
         op = col.reduce_op(opts.reduceOp, "reduce")
         start, finish = col.reduce(t, op, _root(opts, "reduce") == self.rank())
-        return self._run([t], start, lambda r: [finish(r)])
+        return self._run(_sig("reduce", t), [t], start, lambda r: [finish(r)])
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "all_gather")
         outs = _one(output_tensors, "all_gather")
         col.check_count(outs, self.size(), "all_gather", "output tensors")
         start, finish = col.gather_into(t, outs, "all_gather")
-        return self._run([t], start, lambda r: [finish(r)])
+        return self._run(_sig("allgather", t), [t], start, lambda r: [finish(r)])
 
     def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's name)
         col.check_numel(output, input.numel() * self.size(), "_all_gather_base output")
         start, finish = col.gather_into(input, [output], "_all_gather_base")
-        return self._run([input], start, lambda r: [finish(r)])
+        return self._run(_sig("allgather", input), [input], start, lambda r: [finish(r)])
 
     def gather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "gather")
@@ -142,7 +195,7 @@ class ProcessGroupTutti(dist.ProcessGroup):
             outs = _one(output_tensors, "gather")
             col.check_count(outs, self.size(), "gather", "gather_list entries")
         start, finish = col.gather(t, outs, root, self.size())
-        return self._run([t], start, lambda r: [finish(r)] if outs is not None else [])
+        return self._run(_sig("gather", t), [t], start, lambda r: [finish(r)] if outs is not None else [])
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         out = _one(output_tensors, "scatter")
@@ -152,7 +205,7 @@ class ProcessGroupTutti(dist.ProcessGroup):
             chunks = _one(input_tensors, "scatter")
             col.check_count(chunks, self.size(), "scatter", "scatter_list entries")
         start, finish = col.scatter(out, chunks, root, self.size())
-        return self._run([out], start, lambda r: [finish(r)])
+        return self._run(_sig("scatter", out), [out], start, lambda r: [finish(r)])
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = _one(output_tensors, "reduce_scatter")
@@ -160,28 +213,28 @@ class ProcessGroupTutti(dist.ProcessGroup):
         col.check_count(inputs, self.size(), "reduce_scatter", "input tensors")
         op = col.reduce_op(opts.reduceOp, "reduce_scatter")
         start, finish = col.reduce_scatter(out, inputs, op, self.rank(), self.size())
-        return self._run([out], start, lambda r: [finish(r)])
+        return self._run(_sig("reduce_scatter", out), [out], start, lambda r: [finish(r)])
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
         col.check_numel(input, output.numel() * self.size(), "_reduce_scatter_base input")
         op = col.reduce_op(opts.reduceOp, "_reduce_scatter_base")
         rows = input.reshape(self.size(), output.numel())
         start, finish = col.reduce_scatter(output, rows, op, self.rank(), self.size())
-        return self._run([output], start, lambda r: [finish(r)])
+        return self._run(_sig("reduce_scatter", output), [output], start, lambda r: [finish(r)])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
         start, finish = col.alltoall_single(output, input, list(output_split_sizes),
                                             list(input_split_sizes), self.size())
-        return self._run([input], start, lambda r: [finish(r)])
+        return self._run(_sig("alltoall", input, count=False), [input], start, lambda r: [finish(r)])
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         col.check_count(output_tensors, self.size(), "all_to_all", "output tensors")
         col.check_count(input_tensors, self.size(), "all_to_all", "input tensors")
         start, finish = col.alltoall(list(output_tensors), list(input_tensors))
-        return self._run(input_tensors, start, finish)
+        return self._run(_sig("alltoall", input_tensors[0], count=False), input_tensors, start, finish)
 
     def barrier(self, opts=None):
-        return self._run([], col.barrier_start, lambda r: [])
+        return self._run("barrier", [], col.barrier_start, lambda r: [])
 
     # -- what tutti does not do -----------------------------------------------------
 
