@@ -266,3 +266,19 @@ def test_subgroup_raises_until_process_sets():
         with pytest.raises(RuntimeError, match="subgroup"):
             dist.all_reduce(torch.ones(1), group=group)
     dist.barrier()
+
+
+def test_mismatch_is_an_error_on_every_rank():
+    rank, size = rank_size()
+    shape = (2, 3) if rank == 0 else (3, 2)  # equal element counts: the same op name
+    work = dist.all_reduce(torch.ones(shape), async_op=True)
+    if size == 1:
+        assert work.wait()
+        return
+    with pytest.raises(RuntimeError, match="MismatchError.*shapes differ"):
+        work.wait()
+    with pytest.raises(RuntimeError, match="MismatchError.*shapes differ"):
+        dist.broadcast(torch.ones(shape), 0)  # blocking: torch calls wait() itself
+    t = torch.ones(1)
+    dist.all_reduce(t)  # the group goes on
+    assert t.item() == size

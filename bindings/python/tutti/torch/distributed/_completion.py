@@ -55,16 +55,41 @@ class GrowingPool:
                 fn = inbox.get()  # submit() took this inbox just before the timeout
 
 
-def complete_later(pool, future, wait, finish):
-    """On a pool thread: result = wait(); future.set_result(finish(result)), or
-    future.set_exception(error) when either raises."""
+class _Failed:
+    """The value of a raw future whose op failed: the error to raise."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _unwrap(raw):
+    value = raw.value()
+    if isinstance(value, _Failed):
+        raise value.error
+    return value
+
+
+def complete_later(pool, wait, finish, devices=None):
+    """A torch future completed on a pool thread with finish(wait()), or with
+    an error when either raises. The error is a real error of the C++ future
+    (wait() raises it in Python and C++ alike): torch's Python
+    Future.set_exception only stores the exception as the value, which C++
+    callers such as DDP's reducer would read as a result. So the raw future
+    gets the value, and the future returned is raw.then(unwrap), which fails
+    when unwrap raises. devices: CUDA devices of the tensors (None: CPU)."""
+    import torch
+
+    raw = torch.futures.Future(devices=devices)
 
     def run():
         try:
             value = finish(wait())
         except BaseException as error:  # noqa: B902 (delivered to the waiter)
-            future.set_exception(error)
-            return
-        future.set_result(value)
+            value = _Failed(error)
+        raw.set_result(value)
 
+    future = raw.then(_unwrap)
     pool.submit(run)
+    return future

@@ -19,7 +19,6 @@ through torch's default store when tutti is not initialised yet.
 
 import itertools
 
-import torch
 import torch.distributed as dist
 
 from tutti import basics
@@ -84,6 +83,4 @@ def allreduce_hook(state, bucket):
     handle = ops.allreduce_async_(tensor, name=name, op=ops.Average,
                                   compression=state.compression)
     devices = [str(tensor.device)] if tensor.device.type == "cuda" else None
-    future = torch.futures.Future(devices=devices)
-    complete_later(_POOL, future, lambda: ops.synchronize(handle), lambda t: t)
-    return future
+    return complete_later(_POOL, lambda: ops.synchronize(handle), lambda t: t, devices)

@@ -43,6 +43,8 @@ in which calls reach the group, so calls that race on different threads of
 one rank must not be collectives whose order matters (torch's own rule).
 """
 
+import os
+import sys
 import threading
 
 import torch
@@ -54,6 +56,55 @@ from tutti.torch.distributed._completion import GrowingPool, complete_later
 
 _POOL = GrowingPool("tutti-pg")
 WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
+
+
+_C10D_PY = os.path.join("torch", "distributed", "distributed_c10d.py")
+
+
+def _called_from_python_api():
+    """True when torch's Python functions (dist.all_reduce, ...) called the op,
+    False when C++ did (DDP's reducer, through torch's trampoline)."""
+    frame = sys._getframe(2)  # _called_from_python_api <- _run <- the op <- caller
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.endswith(_C10D_PY)
+
+
+class FutureWork(dist.Work):
+    """The Work returned to torch's Python functions: wait() raises the op's
+    error (torch's future-wrapping Work returns False instead, which
+    dist.all_reduce(t) without async_op would ignore). C++ callers get
+    torch's own future-wrapping Work: a Python Work handed to C++ can be
+    freed while C++ still holds it."""
+
+    def __init__(self, future):
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout=None):
+        self._future.wait()  # raises the op's error
+        return True
+
+    def get_future(self):
+        return self._future
+
+    def is_completed(self):
+        return self._future.done()
+
+    def is_success(self):
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:  # noqa: BLE001 (failed: that is the answer)
+            return False
+        return True
+
+    def result(self):
+        return self._future.wait()
+
+    def synchronize(self):
+        self._future.wait()
 
 
 def _sig(kind, *tensors, count=True):
@@ -142,8 +193,9 @@ class ProcessGroupTutti(dist.ProcessGroup):
                 self._done(name, done)
 
         devices = sorted({str(t.device) for t in tensors if t.device.type == "cuda"})
-        future = torch.futures.Future(devices=devices or None)
-        complete_later(_POOL, future, wait, finish)
+        future = complete_later(_POOL, wait, finish, devices or None)
+        if _called_from_python_api():
+            return FutureWork(future)
         return torch._C._distributed_c10d._create_work_from_future(future)
 
     # -- collectives --------------------------------------------------------------
