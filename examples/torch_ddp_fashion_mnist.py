@@ -108,8 +108,8 @@ def main():
                          args.log_interval * global_batch / (now - interval_start)), flush=True)
                 interval_start, interval_loss = now, 0.0
         elapsed = time.time() - epoch_start
-        mean_loss = torch.tensor([loss_sum / max(epoch_steps, 1)])
-        dist.all_reduce(mean_loss, op=dist.ReduceOp.AVG)
+        mean_loss = torch.tensor([loss_sum / max(epoch_steps, 1) / size])
+        dist.all_reduce(mean_loss)  # SUM of the shares: gloo has no AVG
         accuracy = evaluate(model, test_x, test_y)
         if rank == 0:
             print("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f images/s (%.1f s)"
