@@ -27,11 +27,14 @@ after TUTTI_STALL_SHUTDOWN_TIME_SECONDS (default 1800 s, torch's default
 timeout). A rank with a different shape of equal size, root or reduce op
 gets tutti's mismatch error naming both.
 
-Each op returns a Work made by torch from a torch.futures.Future
-(_create_work_from_future); wait() raises the op's error (a tutti.TuttiError
-such as PeerLostError or MismatchError, surfaced by torch as RuntimeError).
-The future's value is the list of output tensors (for all_reduce and
-broadcast: [tensor], as gloo's).
+Each op's result is a torch.futures.Future completed on a pool thread; an
+op's error (a tutti.TuttiError such as PeerLostError or MismatchError) is
+the future's error, raised by wait() as a RuntimeError carrying tutti's
+class and message. torch's Python functions get a FutureWork around it
+(wait() raises); C++ callers get torch's own Work from
+_create_work_from_future (DDP's reducer reads the future). The future's
+value is the list of output tensors (for all_reduce and broadcast:
+[tensor], as gloo's).
 
 Tensors: one tensor per call (no multi-device lists), CPU (CUDA when tutti
 was built with CUDA), dtypes uint8, int8, int16, int32, int64, float16,
