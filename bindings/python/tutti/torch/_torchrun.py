@@ -108,5 +108,6 @@ def set_env_from_torchrun():
                           datetime.timedelta(seconds=300), wait_for_workers=False,
                           multi_tenant=True)
     _stores.append(store)
-    prefix = "tutti/%s/%s/" % (env["TORCHELASTIC_RUN_ID"], env.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    prefix = "tutti/%s/%s/" % (env["TORCHELASTIC_RUN_ID"],
+                               env.get("TORCHELASTIC_RESTART_COUNT", "0"))
     set_env_from_store(dist.PrefixStore(prefix, store), rank, int(env["WORLD_SIZE"]))

@@ -250,7 +250,8 @@ class ProcessGroupTutti(dist.ProcessGroup):
             outs = _one(output_tensors, "gather")
             col.check_count(outs, self.size(), "gather", "gather_list entries")
         start, finish = col.gather(t, outs, root, self.size())
-        return self._run(_sig("gather", t), [t], start, lambda r: [finish(r)] if outs is not None else [])
+        return self._run(_sig("gather", t), [t], start,
+                         lambda r: [finish(r)] if outs is not None else [])
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         out = _one(output_tensors, "scatter")
@@ -275,18 +276,22 @@ class ProcessGroupTutti(dist.ProcessGroup):
         op = col.reduce_op(opts.reduceOp, "_reduce_scatter_base")
         rows = input.reshape(self.size(), output.numel())
         start, finish = col.reduce_scatter(output, rows, op, self.rank(), self.size())
-        return self._run(_sig("reduce_scatter", output), [output], start, lambda r: [finish(r)])
+        return self._run(_sig("reduce_scatter", output), [output], start,
+                         lambda r: [finish(r)])
 
-    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
+    def alltoall_base(self, output, input, output_split_sizes,  # noqa: A002
+                      input_split_sizes, opts=None):
         start, finish = col.alltoall_single(output, input, list(output_split_sizes),
                                             list(input_split_sizes), self.size())
-        return self._run(_sig("alltoall", input, count=False), [input], start, lambda r: [finish(r)])
+        return self._run(_sig("alltoall", input, count=False), [input], start,
+                         lambda r: [finish(r)])
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         col.check_count(output_tensors, self.size(), "all_to_all", "output tensors")
         col.check_count(input_tensors, self.size(), "all_to_all", "input tensors")
         start, finish = col.alltoall(list(output_tensors), list(input_tensors))
-        return self._run(_sig("alltoall", input_tensors[0], count=False), input_tensors, start, finish)
+        return self._run(_sig("alltoall", input_tensors[0], count=False), input_tensors, start,
+                         finish)
 
     def barrier(self, opts=None):
         return self._run("barrier", [], col.barrier_start, lambda r: [])
