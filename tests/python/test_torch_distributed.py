@@ -282,3 +282,11 @@ def test_mismatch_is_an_error_on_every_rank():
     t = torch.ones(1)
     dist.all_reduce(t)  # the group goes on
     assert t.item() == size
+
+
+def test_complex_sum_through_the_real_view():
+    rank, size = rank_size()
+    t = torch.tensor([complex(rank, 1), complex(1, -rank)], dtype=torch.complex64)
+    dist.all_reduce(t)  # torch passes view_as_real(t) to the group
+    total = sum(range(size))
+    assert t.tolist() == [complex(total, size), complex(size, -total)]
