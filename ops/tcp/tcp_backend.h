@@ -1,7 +1,7 @@
 #pragma once
 
 // Backend over a Transport: ring and pairwise algorithms from
-// ops/algorithms/, pipelined in segments of `segment_bytes`.
+// ops/algorithms/, pipelined in segments of `segment_bytes` (0: ring::kDefaultSegmentBytes).
 
 #include <cstddef>
 #include <cstdint>
