@@ -15,7 +15,6 @@ from tutti.basics import (
     ddl_built,
     gloo_built,
     gloo_enabled,
-    init,
     is_homogeneous,
     is_initialized,
     local_rank,
@@ -46,12 +45,14 @@ from tutti.errors import (
     TuttiIOError,
     WaitTimeoutError,
 )
+from tutti.basics import init as _init_job
 from tutti.process_sets import (
     ProcessSet,
     add_process_set,
     global_process_set,
     remove_process_set,
 )
+from tutti.torch import _torchrun
 from tutti.torch.compression import Compression
 from tutti.torch.functions import (
     allgather_object,
@@ -99,6 +100,17 @@ from tutti.torch.grouped import (
 from tutti.torch.optimizer import DistributedOptimizer
 from tutti.torch.sparse import SparseHandle, sparse_allreduce, sparse_allreduce_async
 from tutti.torch.sync_batch_norm import SyncBatchNorm
+
+
+
+def init(comm=None, process_sets=None):
+    """tutti.init() (see tutti.basics.init). Under torchrun without tuttirun's
+    variables, the ranks first meet through torchrun's store
+    (tutti.torch._torchrun): hvd.init() works under either launcher."""
+    if comm is None and process_sets in (None, []):
+        _torchrun.set_env_from_torchrun()
+    _init_job(comm, process_sets)
+
 
 # hvd.elastic: TorchState, ElasticSampler, run (imports the modules above).
 from tutti.torch import elastic  # noqa: E402

@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""Jobs of the torch.distributed backend that pytest under tuttirun cannot run
+(ctest calls this; tests/python/torch_distributed.cmake).
+
+    torch_distributed_jobs.py torchrun --np 2 --library L
+    torch_distributed_jobs.py kill --np 3 --library L
+
+torchrun: Debian's torchrun (python3 -m torch.distributed.run, with
+--redirects 1 --tee 1, which Python 3.11 needs) runs, at --np ranks,
+test_torch_distributed.py and test_torch_ddp.py (hvd.init() joins through
+torchrun's store), then examples/torch_ddp_fashion_mnist.py for a few steps
+(init_process_group("tutti") joins through the store torch passes).
+kill: --np ranks started without a launcher (TUTTI_* by hand) train DDP on
+"tutti"; the last SIGKILLs itself mid-backward (torch_ddp_kill_worker.py);
+every survivor must report an error within TUTTI_TIMEOUT_SECONDS (10 here).
+Exits non-zero with a message saying what was wrong.
+"""
+
+import argparse
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3"
+TIMEOUT_SECONDS = 10
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_env(args):
+    env = dict(os.environ)
+    env["TUTTI_LIBRARY"] = os.path.abspath(args.library)
+    env["PYTHONPATH"] = os.path.join(REPO, "bindings", "python")
+    env["OMP_NUM_THREADS"] = "1"
+    env.setdefault("TUTTI_TIMEOUT_SECONDS", "30")
+    env.setdefault("TUTTI_STALL_CHECK_TIME_SECONDS", "20")
+    env.setdefault("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", "60")
+    for var in [v for v in env if v.startswith(("TUTTI_RANK", "TUTTI_SIZE", "MASTER_", "RANK"))]:
+        del env[var]
+    return env
+
+
+def run(cmd, env, timeout):
+    print("+ " + " ".join(cmd), flush=True)
+    try:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        print(e.stdout or "")
+        sys.exit("FAIL: %s did not finish within %d s" % (" ".join(cmd[:4]), timeout))
+    print(proc.stdout, flush=True)
+    return proc.returncode, proc.stdout
+
+
+def torchrun(args, extra):
+    return [PYTHON, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
+            "--nproc_per_node", str(args.np), "--master_addr", "127.0.0.1",
+            "--master_port", str(free_port())] + extra
+
+
+def cmd_torchrun(args):
+    env = base_env(args)
+    tests = [os.path.join(HERE, f) for f in ("test_torch_distributed.py", "test_torch_ddp.py")]
+    rc, out = run(torchrun(args, ["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"] + tests),
+                  env, args.timeout)
+    if rc != 0 or len(re.findall(r"\d+ passed", out)) != args.np:
+        print("FAIL: pytest under torchrun exited %d" % rc)
+        return 1
+    example = os.path.join(REPO, "examples", "torch_ddp_fashion_mnist.py")
+    rc, out = run(torchrun(args, [example, "--max-steps", "20", "--log-interval", "10",
+                                  "--train-fraction", "0.05"]), env, args.timeout)
+    sums = set(re.findall(r"parameter checksum (\S+)", out))
+    if rc != 0 or len(sums) != 1 or "backend tutti" not in out:
+        print("FAIL: the example under torchrun exited %d, checksums %s" % (rc, sums))
+        return 1
+    return 0
+
+
+def cmd_kill(args):
+    env = base_env(args)
+    env.update({"TUTTI_SIZE": str(args.np), "TUTTI_RENDEZVOUS_ADDR": "127.0.0.1",
+                "TUTTI_RENDEZVOUS_PORT": str(free_port()), "TUTTI_SECRET": secrets.token_hex(8),
+                "TUTTI_TIMEOUT_SECONDS": str(TIMEOUT_SECONDS)})
+    worker = os.path.join(HERE, "torch_ddp_kill_worker.py")
+    procs = []
+    for r in range(args.np):
+        env_r = dict(env, TUTTI_RANK=str(r), TUTTI_LOCAL_RANK=str(r), TUTTI_LOCAL_SIZE=str(args.np))
+        procs.append(subprocess.Popen([PYTHON, worker], env=env_r, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    deadline = time.time() + args.timeout
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=max(1, deadline - time.time()))[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            print("".join(o for o in outs))
+            print("FAIL: a rank hung (no exit within %d s)" % args.timeout)
+            return 1
+    out = "".join(outs)
+    print(out)
+    print("exit codes: %s" % [p.returncode for p in procs])
+    killed = re.findall(r"killing myself at ([0-9.]+)", out)
+    errors = re.findall(r"rank (\d+): error at ([0-9.]+) after", out)
+    if len(killed) != 1 or procs[-1].returncode != -9:
+        print("FAIL: the victim did not die by SIGKILL in step 3 (exit %s)" % procs[-1].returncode)
+        return 1
+    late = [(r, float(t) - float(killed[0])) for r, t in errors
+            if float(t) - float(killed[0]) > TIMEOUT_SECONDS]
+    if sorted(int(r) for r, _ in errors) != list(range(args.np - 1)) or late:
+        print("FAIL: survivors with an error: %s; later than %d s: %s"
+              % (sorted(r for r, _ in errors), TIMEOUT_SECONDS, late))
+        return 1
+    if any(p.returncode != 0 for p in procs[:-1]):
+        print("FAIL: survivor exit codes %s" % [p.returncode for p in procs[:-1]])
+        return 1
+    print("kill: %d survivors failed within %.2f s of the SIGKILL"
+          % (len(errors), max(float(t) - float(killed[0]) for _, t in errors)))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("what", choices=["torchrun", "kill"])
+    p.add_argument("--np", type=int, default=2)
+    p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
+    p.add_argument("--timeout", type=int, default=300, help="seconds per job")
+    args = p.parse_args()
+    return {"torchrun": cmd_torchrun, "kill": cmd_kill}[args.what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
