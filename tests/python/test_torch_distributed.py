@@ -252,20 +252,37 @@ def test_unsupported_ops_name_themselves():
     assert t.item() == dist.get_world_size()
 
 
-def test_subgroup_raises_until_process_sets():
+def test_subgroups_run_over_tutti_process_sets():
+    """dist.new_group(ranks) on backend tutti registers a tutti process set on
+    every rank; its members' ops reduce over the members only, broadcast's src
+    is a global rank (torch passes the group rank to the backend), and the
+    ranks outside stay idle."""
     rank, size = rank_size()
-    ranks = list(range(max(size - 1, 1)))
-    group = dist.new_group(ranks)
-    if rank not in ranks:
-        assert group == dist.GroupMember.NON_GROUP_MEMBER
-    elif len(ranks) == size:
-        t = torch.ones(1)
-        dist.all_reduce(t, group=group)
-        assert t.item() == size
-    else:
-        with pytest.raises(RuntimeError, match="subgroup"):
-            dist.all_reduce(torch.ones(1), group=group)
-    dist.barrier()
+    odd = [r for r in range(size) if r % 2 == 1]
+    members = [r for r in range(size) if r % 2 == 0] if rank % 2 == 0 else odd
+    even_group = dist.new_group([r for r in range(size) if r % 2 == 0])
+    odd_group = dist.new_group(odd) if odd else None
+    group = even_group if rank % 2 == 0 else odd_group
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t, group=group)
+    assert torch.equal(t, torch.full((5,), float(sum(r + 1 for r in members))))
+    src = members[-1]
+    b = torch.full((3,), float(rank))
+    dist.broadcast(b, src=src, group=group)
+    assert torch.equal(b, torch.full((3,), float(src)))
+    gathered = [torch.zeros(2) for _ in members]
+    dist.all_gather(gathered, torch.full((2,), float(rank)), group=group)
+    assert [g[0].item() for g in gathered] == [float(r) for r in members]
+    dist.barrier(group=group)
+    # The same ranks again reuse the set; the world still works.
+    again = dist.new_group([r for r in range(size) if r % 2 == 0])
+    if rank % 2 == 0:
+        u = torch.ones(1)
+        dist.all_reduce(u, group=again)
+        assert u.item() == len(members)
+    w = torch.ones(1)
+    dist.all_reduce(w)
+    assert w.item() == size
 
 
 def test_mismatch_is_an_error_on_every_rank():

@@ -17,7 +17,7 @@ import socket
 
 import torch.distributed as dist
 
-from tutti import basics
+from tutti import basics, process_sets
 from tutti.torch import _torchrun
 from tutti.torch.distributed.process_group import ProcessGroupTutti
 
@@ -71,16 +71,48 @@ def process_set_for(global_ranks, world_size):
     ranks; None or every rank: the whole job). Returns (process_set, error):
     process_set None means tutti's global set; error, when not None, is the
     message every op of the group raises. Called on the group's members only
-    (torch creates a group's backend on its members).
-
-    tutti has only the global process set today, so a proper subgroup is an
-    error; once tutti.torch has add_process_set(ranks), this is the one place
-    to map the ranks onto it."""
+    (torch creates a group's backend on its members); the set itself was
+    registered on every rank by new_group (see wrap_new_group)."""
     if global_ranks is None or list(global_ranks) == list(range(world_size)):
         return None, None
-    return None, ("tutti backend: dist.new_group(ranks=%s) is a subgroup of the %d ranks, and "
-                  "tutti has no process sets yet, so it runs no collectives; create it with "
-                  "backend='gloo', or use every rank" % (list(global_ranks), world_size))
+    ranks = sorted(global_ranks)
+    for ps in process_sets.process_sets():
+        if ps.ranks == ranks:
+            return ps, None
+    return None, ("tutti backend: no tutti process set has the ranks %s of this group; create "
+                  "subgroups with torch.distributed.new_group (on every rank) after importing "
+                  "tutti.torch.distributed, which registers the set" % (ranks,))
+
+
+def _uses_tutti(backend):
+    if backend is not None:
+        return str(backend).lower() == BACKEND
+    return dist.is_initialized() and str(dist.get_backend()).lower() == BACKEND
+
+
+def wrap_new_group():
+    """torch.distributed.new_group, which every rank calls in the same order
+    (torch requires it), also registers the tutti process set of a subgroup
+    that runs on backend "tutti", on every rank: a tutti set is registered
+    collectively, while torch creates the group's backend on its members only.
+    An existing set with the same ranks is reused."""
+    original = dist.new_group
+    if getattr(original, "_tutti_wrapped", False):
+        return
+
+    def new_group(ranks=None, *args, **kwargs):
+        backend = kwargs.get("backend", args[1] if len(args) > 1 else None)
+        if ranks is not None and _uses_tutti(backend):
+            wanted = sorted(set(int(r) for r in ranks))
+            world = dist.get_world_size()
+            known = any(ps.ranks == wanted for ps in process_sets.process_sets())
+            if wanted and wanted != list(range(world)) and not known:
+                process_sets.add_process_set(wanted)
+        return original(ranks, *args, **kwargs)
+
+    new_group._tutti_wrapped = True  # noqa: SLF001
+    new_group.__doc__ = original.__doc__
+    dist.new_group = new_group
 
 
 def ensure_joined(store, rank, size):

@@ -248,7 +248,7 @@ def alltoall(outputs, inputs):
 def barrier_start(name, ps):
     """Enqueues tutti's barrier (it has no name: barriers match by order)."""
     del name
-    ops._check_process_set(ps)  # noqa: SLF001 (same package)
     handle = _library.c_handle()
-    _library.check(ops._lib().tutti_barrier_async(ctypes.byref(handle)))  # noqa: SLF001
+    _library.check(_library.function("tutti_barrier_async_opts")(
+        ops._options(ops._process_set_id(ps)), ctypes.byref(handle)))  # noqa: SLF001
     return ops._register([handle.value], (), lambda hs: None)  # noqa: SLF001

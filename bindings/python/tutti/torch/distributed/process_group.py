@@ -218,6 +218,8 @@ class ProcessGroupTutti(dist.ProcessGroup):
     def broadcast(self, tensors, opts=None):
         t = _one(tensors, "broadcast")
         root = _root(opts, "broadcast") if opts is not None else 0
+        if self._process_set is not None:  # torch gives the group rank, tutti a global one
+            root = self._process_set.ranks[root]
 
         def start(name, ps):
             return ops.broadcast_async_(t, root, name=name, process_set=ps)
