@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "core/logging.h"
-#include "ops/tcp/elastic_membership.h"
-#include "ops/tcp/rendezvous_client.h"
+#include "rendezvous/elastic_membership.h"
+#include "rendezvous/rendezvous_client.h"
 
 namespace tutti {
 

@@ -1,4 +1,4 @@
-#include "ops/tcp/elastic_membership.h"
+#include "rendezvous/elastic_membership.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ops/tcp/rendezvous_client.h"
+#include "rendezvous/rendezvous_client.h"
 
 namespace tutti {
 
