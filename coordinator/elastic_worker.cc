@@ -104,7 +104,7 @@ Status ElasticWorker::join(std::unique_ptr<Runtime>* out) {
       return Status::ok();
     }
     if (!retryable(st)) return st;
-    // Superseded (kShutdown from the generation's store) or a member that
+    // Superseded (Status::generationSuperseded() from the generation's store) or a member that
     // never connected: the driver forms a newer generation without it.
     TUTTI_LOG(kWarning) << "elastic worker " << id << ": generation " << g
                         << " did not come together (" << st.toString()
