@@ -18,17 +18,17 @@ get_filename_component(TUTTI_SOURCE_DIR "${TUTTI_SOURCE_DIR}" ABSOLUTE)
 
 # Folder -> the project folders its files may include (itself included).
 # Keep in step with docs/architecture.md.
-set(_layer_folders core compression ops coordinator bindings launcher)
+set(_layer_folders core rendezvous compression ops coordinator bindings launcher)
 set(_allowed_core core)
+set(_allowed_rendezvous core rendezvous)
 set(_allowed_compression core compression)
-set(_allowed_ops core ops)
-set(_allowed_coordinator core compression ops coordinator)
+set(_allowed_ops core rendezvous ops)
+set(_allowed_coordinator core rendezvous compression ops coordinator)
 set(_allowed_bindings core ops coordinator bindings)
-# The launcher serves the rendezvous store itself (ops/tcp/rendezvous_server.h);
-# nothing else of ops/.
-set(_allowed_launcher core launcher ops/tcp/rendezvous_server.h)
+set(_allowed_launcher core rendezvous launcher)
 # Project folders an include can name; anything else is a third-party path.
-set(_project_folders core compression ops coordinator bindings launcher tests bench examples)
+set(_project_folders
+  core rendezvous compression ops coordinator bindings launcher tests bench examples)
 
 function(_tutti_allowed include_path allowed_list out)
   set(ok FALSE)

@@ -30,7 +30,7 @@ bool abortNotice(const ControlMessage& m, Status* status) {
       list.abort_code == StatusCode::kOk) {
     return false;
   }
-  *status = Status(list.abort_code, list.abort_message);
+  *status = abortStatus(list);
   return true;
 }
 
@@ -220,7 +220,7 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
     }
     if (list.abort_code != StatusCode::kOk) {
       told_by_rank0_ = true;
-      return Status(list.abort_code, list.abort_message);
+      return abortStatus(list);
     }
     st = executeList(list);
     if (!st.isOk()) {
@@ -363,6 +363,7 @@ void RuntimeImpl::abort(const Status& detected) {
     list.shutdown = true;
     list.abort_code = status.code();
     list.abort_message = status.message();
+    list.abort_lost_rank = status.lostRank();
     std::vector<uint8_t> bytes = serialize(list);
     // Every survivor, not stopping at the lost rank: its socket refuses the
     // message, the others still take it.

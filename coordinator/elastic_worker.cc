@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "core/logging.h"
-#include "ops/tcp/elastic_membership.h"
-#include "ops/tcp/rendezvous_client.h"
+#include "rendezvous/elastic_membership.h"
+#include "rendezvous/rendezvous_client.h"
 
 namespace tutti {
 
@@ -104,7 +104,7 @@ Status ElasticWorker::join(std::unique_ptr<Runtime>* out) {
       return Status::ok();
     }
     if (!retryable(st)) return st;
-    // Superseded (kShutdown from the generation's store) or a member that
+    // Superseded (Status::generationSuperseded() from the generation's store) or a member that
     // never connected: the driver forms a newer generation without it.
     TUTTI_LOG(kWarning) << "elastic worker " << id << ": generation " << g
                         << " did not come together (" << st.toString()

@@ -3,7 +3,7 @@
 // The worker side of elastic training (docs/elastic.md) over Runtime: join a
 // membership generation of tuttirun's elastic driver, report the rank whose
 // loss ended a runtime, and ask (collectively) whether the driver formed a
-// newer generation. The store protocol itself is ops/tcp/elastic_membership.h.
+// newer generation. The store protocol itself is rendezvous/elastic_membership.h.
 //
 // One ElasticWorker per worker process and session (the C API keeps one for
 // the process): it holds the one store client of the session and the number

@@ -316,19 +316,9 @@ const Settings& Runtime::settings() const {
 int Runtime::lostRank() const {
   const Status failure = impl_->failure();
   if (failure.code() != StatusCode::kPeerLost) return -1;
-  // Every transport's kPeerLost names the lost rank first (ops/transport.h):
-  // "rank R closed its connection", "connection to rank R broke: ...",
-  // "rank R: no progress for T s".
-  const std::string& m = failure.message();
-  for (size_t at = m.find("rank "); at != std::string::npos; at = m.find("rank ", at + 1)) {
-    size_t i = at + 5, end = i;
-    while (end < m.size() && end - i < 8 && m[end] >= '0' && m[end] <= '9') ++end;
-    if (end > i && (end == m.size() || m[end] < '0' || m[end] > '9')) {
-      const int rank = std::stoi(m.substr(i, end - i));
-      return rank < size() ? rank : -1;
-    }
-  }
-  return -1;
+  // Set by the transport that lost the peer (core/status.h).
+  const int rank = failure.lostRank();
+  return rank < size() ? rank : -1;
 }
 
 Status Runtime::allreduce(const TensorView& input, const TensorView& output,

@@ -101,8 +101,9 @@ class Runtime {
   const Settings& settings() const;
 
   // The rank whose loss ended this runtime: once the runtime failed with
-  // kPeerLost, the rank its status names (on a worker, the one rank 0's abort
-  // notice names when it came, else what the worker saw itself); -1 while
+  // kPeerLost, the rank its status carries (Status::lostRank(); on a worker,
+  // the one rank 0's abort notice carries when it came, else what the worker
+  // saw itself); -1 while
   // running, after a plain shutdown, or after another error. Elastic workers
   // report it to the driver (docs/elastic.md). Any thread.
   int lostRank() const;

@@ -2,7 +2,7 @@
 
 // The vocabulary of elastic training's store protocol (docs/elastic.md),
 // shared by tuttirun's driver (launcher/elastic_*) and the worker
-// (ops/tcp/elastic_membership.h):
+// (rendezvous/elastic_membership.h):
 //
 //   elastic/gen/<g>/members   driver: one line per member, in rank order:
 //                             "<worker_id> <rank> <size> <local_rank>

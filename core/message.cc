@@ -170,7 +170,13 @@ std::vector<uint8_t> serialize(const ResponseList& list) {
   w.putU8(list.shutdown ? 1 : 0);
   w.putI32(static_cast<int32_t>(list.abort_code));
   w.putString(list.abort_message);
+  w.putI32(list.abort_lost_rank);
   return w.take();
+}
+
+Status abortStatus(const ResponseList& list) {
+  if (list.abort_code == StatusCode::kOk) return Status::ok();
+  return Status(list.abort_code, list.abort_message).withLostRank(list.abort_lost_rank);
 }
 
 Status deserialize(const std::vector<uint8_t>& bytes, ResponseList* out) {
@@ -185,7 +191,7 @@ Status deserialize(const std::vector<uint8_t>& bytes, ResponseList* out) {
   int32_t code;
   if (!rd.getU8(&shutdown) || shutdown > 1 || !rd.getI32(&code) || code < 0 ||
       code > static_cast<int32_t>(StatusCode::kInternal) || !rd.getString(&out->abort_message) ||
-      !rd.atEnd()) {
+      !rd.getI32(&out->abort_lost_rank) || !rd.atEnd()) {
     return malformed("response list");
   }
   out->shutdown = shutdown == 1;

@@ -124,7 +124,11 @@ struct ResponseList {
   // kPeerLost etc.: every pending and later op fails with this status.
   StatusCode abort_code = StatusCode::kOk;
   std::string abort_message;
+  int32_t abort_lost_rank = -1;  // kPeerLost: Status::lostRank() (-1: not known)
 };
+
+// The status a ResponseList's abort fields describe (ok when it has none).
+Status abortStatus(const ResponseList& list);
 
 std::vector<uint8_t> serialize(const RequestList& list);
 std::vector<uint8_t> serialize(const ResponseList& list);

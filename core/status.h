@@ -23,7 +23,20 @@ enum class StatusCode : int {
 const char* statusCodeName(StatusCode code);
 
 // An error is a value: a code and a message a user can act on (which tensor,
-// which ranks, which values differ). Built with the named constructors.
+// which ranks, which values differ), plus the typed facts code acts on. Those
+// are set where the fault is seen and read where it is handled, never parsed
+// back out of the message (after TensorPipe's typed errors,
+// tensorpipe/common/error.h):
+//   lostRank()              kPeerLost: the rank whose loss this is, -1 when
+//                           not known (a transport sets it for the peer it
+//                           lost; rank 0's abort notice carries it to the
+//                           workers, core/message.h);
+//   generationSuperseded()  kShutdown from an elastic rendezvous store: the
+//                           generation being formed will never complete (a
+//                           newer one replaced it, or the driver ended the
+//                           job; rendezvous/elastic_membership.h).
+// Built with the named constructors. A Status rebuilt from code() and
+// message() loses them.
 class Status {
  public:
   Status() = default;
@@ -33,6 +46,9 @@ class Status {
   }
   static Status mismatch(std::string msg) { return {StatusCode::kMismatch, std::move(msg)}; }
   static Status peerLost(std::string msg) { return {StatusCode::kPeerLost, std::move(msg)}; }
+  static Status peerLost(int lost_rank, std::string msg) {
+    return peerLost(std::move(msg)).withLostRank(lost_rank);
+  }
   static Status shutdown(std::string msg) { return {StatusCode::kShutdown, std::move(msg)}; }
   static Status timeout(std::string msg) { return {StatusCode::kTimeout, std::move(msg)}; }
   static Status stalled(std::string msg) { return {StatusCode::kStalled, std::move(msg)}; }
@@ -50,12 +66,27 @@ class Status {
   bool isOk() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  int lostRank() const { return lost_rank_; }
+  bool generationSuperseded() const { return generation_superseded_; }
+  // This status with the typed fact set.
+  Status withLostRank(int rank) const {
+    Status s = *this;
+    s.lost_rank_ = rank;
+    return s;
+  }
+  Status asGenerationSuperseded() const {
+    Status s = *this;
+    s.generation_superseded_ = true;
+    return s;
+  }
   // "peer lost: rank 2 closed its connection" style, for logs and exceptions.
   std::string toString() const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  int lost_rank_ = -1;
+  bool generation_superseded_ = false;
 };
 
 // Propagates a non-OK Status to the caller.

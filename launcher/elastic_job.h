@@ -15,7 +15,7 @@
 #include "launcher/hosts.h"
 #include "launcher/launch.h"
 #include "launcher/rank_env.h"
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace tutti {
 namespace launcher {

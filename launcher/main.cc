@@ -27,7 +27,8 @@
 #include "launcher/rank_env.h"
 #include "launcher/remote.h"
 #include "launcher/spawn.h"
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/generation_store.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace tutti {
 namespace launcher {
@@ -35,16 +36,10 @@ namespace {
 
 std::set<int> arrivedRanks(const RendezvousServer& server) {
   std::set<int> out;
-  for (const auto& key : server.keys("rank/")) {
-    // "rank/<r>/generation" (ops/tcp/generation_store.h): set when rank r
-    // checks in at the rendezvous.
-    size_t slash = key.find('/', 5);
-    if (slash == std::string::npos || key.compare(slash, std::string::npos, "/generation") != 0) {
-      continue;
-    }
-    char* end = nullptr;
-    long r = std::strtol(key.c_str() + 5, &end, 10);
-    if (end == key.c_str() + slash) out.insert(static_cast<int>(r));
+  // A rank's generation key is set when it checks in at the rendezvous.
+  for (const auto& key : server.keys(generationKeyPrefix())) {
+    int rank = -1;
+    if (parseGenerationKey(key, &rank)) out.insert(rank);
   }
   return out;
 }

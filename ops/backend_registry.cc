@@ -4,13 +4,13 @@
 #include <chrono>
 
 #include "core/logging.h"
-#include "ops/tcp/elastic_membership.h"
-#include "ops/tcp/generation_store.h"
-#include "ops/tcp/rendezvous_client.h"
-#include "ops/tcp/rendezvous_server.h"
 #include "ops/tcp/tcp_backend.h"
 #include "ops/tcp/tcp_transport.h"
 #include "ops/subset_transport.h"
+#include "rendezvous/elastic_membership.h"
+#include "rendezvous/generation_store.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 
 // The one place that knows which backend targets this build links (set by
 // ops/CMakeLists.txt on this file only).

@@ -68,7 +68,7 @@ struct BackendBundle {
 // store on settings.rendezvous_port; an elastic worker
 // (settings.elastic_worker_id >= 0) rendezvouses in the driver's store under
 // "elastic/gen/<settings.elastic_generation>/" instead
-// (ops/tcp/elastic_membership.h), waiting up to
+// (rendezvous/elastic_membership.h), waiting up to
 // settings.elastic_timeout_seconds for its peers. mpi: collective over
 // MPI_COMM_WORLD (see ops/mpi/mpi_transport.h). nccl: as tcp for the control channel and host
 // tensors, plus connect_device_backend for CUDA tensors. Errors: kInvalidArgument for an unknown or

@@ -12,7 +12,8 @@
 //
 // Errors: a broken connection, a peer that closed, or no progress from a peer
 // for the transport's timeout (TUTTI_TIMEOUT_SECONDS) is kPeerLost naming the
-// peer's rank. After the first kPeerLost the transport is broken: every later
+// peer's rank in its message and carrying it as Status::lostRank(). After the
+// first kPeerLost the transport is broken: every later
 // call returns that same status at once.
 
 #include <chrono>

@@ -335,8 +335,8 @@ Status MpiTransport::receiveControl(std::vector<ControlMessage>* out) {
   for (int from : closed) {
     closed_by_[static_cast<size_t>(from)] = true;
     if (broken_.isOk()) {
-      broken_ = Status::peerLost("rank " + std::to_string(from) +
-                                 " closed its connection (it shut down or failed)");
+      broken_ = Status::peerLost(
+          from, "rank " + std::to_string(from) + " closed its connection (it shut down or failed)");
     }
   }
   return Status::ok();

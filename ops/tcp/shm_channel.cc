@@ -11,7 +11,7 @@
 #include <fstream>
 #include <new>
 
-#include "ops/tcp/auth.h"
+#include "rendezvous/auth.h"
 
 namespace tutti {
 namespace {

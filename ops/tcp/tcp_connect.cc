@@ -7,9 +7,9 @@
 
 #include "core/logging.h"
 #include "core/wire.h"
-#include "ops/tcp/asio_util.h"
 #include "ops/tcp/tcp_keepalive.h"
 #include "ops/tcp/tcp_transport_impl.h"
+#include "rendezvous/asio_util.h"
 
 namespace tutti {
 
@@ -163,11 +163,12 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
         io_, [&] { return connected_ == expected_ || !setup_error_.isOk(); }, slice);
     if (done || Clock::now() >= setup_deadline_) break;
     // Our own address is in the store: a plain store answers at once; an
-    // elastic one says kShutdown once this generation was superseded, and
-    // then the peers we wait for will never come.
+    // elastic one says so once this generation was superseded
+    // (Status::generationSuperseded()), and then the peers we wait for will
+    // never come.
     std::vector<uint8_t> v;
     Status st = store.get(rankAddressKey(rank_), kProbeTimeout, &v);
-    if (st.code() == StatusCode::kShutdown && setup_error_.isOk()) setup_error_ = st;
+    if (st.generationSuperseded() && setup_error_.isOk()) setup_error_ = st;
   }
   error_code ec;
   acceptor_->close(ec);

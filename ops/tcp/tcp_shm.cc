@@ -27,8 +27,8 @@
 
 #include "core/logging.h"
 #include "core/wire.h"
-#include "ops/tcp/asio_util.h"
 #include "ops/tcp/tcp_transport_impl.h"
+#include "rendezvous/asio_util.h"
 
 namespace tutti {
 

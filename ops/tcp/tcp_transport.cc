@@ -5,8 +5,8 @@
 
 #include "core/logging.h"
 #include "core/wire.h"
-#include "ops/tcp/asio_util.h"
 #include "ops/tcp/tcp_transport_impl.h"
+#include "rendezvous/asio_util.h"
 
 namespace tutti {
 
@@ -52,6 +52,10 @@ void TcpTransportImpl::closeAll() {
 void TcpTransportImpl::breakWith(Status st, int failed_peer) {
   if (!broken_.isOk()) return;
   TUTTI_LOG(kDebug) << "transport broken: " << st.message();
+  // The peer that failed is the lost rank (core/status.h).
+  if (st.code() == StatusCode::kPeerLost && failed_peer >= 0 && st.lostRank() < 0) {
+    st = st.withLostRank(failed_peer);
+  }
   broken_ = std::move(st);
   // Nothing touches user buffers after this, even if the caller frees them:
   // the failed peer's connections are closed, the pending operations on the
@@ -301,9 +305,9 @@ void TcpTransportImpl::startCtrlRead(int peer) {
         Peer& q = peers_[peer];
         const uint32_t n = frameLength(q.ctrl_header);
         if (n > kMaxControlBytes) {
-          return breakWith(Status::peerLost("rank " + std::to_string(peer) +
-                                            " sent a malformed control frame of " +
-                                            std::to_string(n) + " bytes"));
+          return breakWith(Status::peerLost(peer, "rank " + std::to_string(peer) +
+                                                      " sent a malformed control frame of " +
+                                                      std::to_string(n) + " bytes"));
         }
         q.ctrl_body.resize(n);
         asio::async_read(

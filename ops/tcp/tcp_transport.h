@@ -70,9 +70,10 @@ class TcpTransport : public Transport {
   // Size 1: no sockets, the store is not used. Errors: kTimeout naming the
   // ranks that never published their address or never connected; kIoError
   // for bind/resolve/authentication failures; kInvalidArgument for a peer
-  // that disagrees on the job size; kShutdown when the store's get() says
-  // the rendezvous was abandoned (ops/tcp/elastic_membership.h: a superseded
-  // generation), also asked every 0.5 s while waiting for peers to connect.
+  // that disagrees on the job size; the store's kShutdown when its get() says
+  // the rendezvous was abandoned (Status::generationSuperseded(),
+  // rendezvous/elastic_membership.h), also asked every 0.5 s while waiting for
+  // peers to connect.
   static Status connect(const Settings& settings, Store& store, const std::string& advertise_host,
                         std::unique_ptr<TcpTransport>* out);
   ~TcpTransport() override;

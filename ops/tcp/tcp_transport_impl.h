@@ -36,11 +36,11 @@
 #include "core/settings.h"
 #include "core/store.h"
 #include "core/wire.h"
-#include "ops/tcp/auth.h"
 #include "ops/tcp/shm_channel.h"
 #include "ops/tcp/tcp_transport.h"
 #include "ops/tcp/zstd_stage.h"
 #include "ops/transport.h"
+#include "rendezvous/auth.h"
 
 namespace tutti {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "coordinator/runtime.h"
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace tutti {
 namespace {

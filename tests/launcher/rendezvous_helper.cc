@@ -3,7 +3,7 @@
 // play elastic workers (tests/launcher/fake_elastic_worker.py). Connects with
 // the TUTTI_* variables tuttirun set.
 //   rendezvous_helper [SLEEP_SECONDS [EXIT_CODE]]
-//       checks in as the runtime does (ops/tcp/generation_store.h), prints
+//       checks in as the runtime does (rendezvous/generation_store.h), prints
 //       one line, sleeps, exits with EXIT_CODE (defaults 0 and 0).
 //   rendezvous_helper get KEY [TIMEOUT_SECONDS]
 //       prints KEY's value (waits up to TIMEOUT_SECONDS, default 10).
@@ -27,9 +27,9 @@
 #include <string>
 #include <thread>
 
-#include "ops/tcp/elastic_membership.h"
-#include "ops/tcp/generation_store.h"
-#include "ops/tcp/rendezvous_client.h"
+#include "rendezvous/elastic_membership.h"
+#include "rendezvous/generation_store.h"
+#include "rendezvous/rendezvous_client.h"
 
 namespace {
 

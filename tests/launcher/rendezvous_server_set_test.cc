@@ -6,8 +6,8 @@
 
 #include <thread>
 
-#include "ops/tcp/rendezvous_client.h"
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace tutti {
 namespace {

@@ -1,8 +1,8 @@
-// The elastic store protocol (ops/tcp/elastic_membership.h): members text
+// The elastic store protocol (rendezvous/elastic_membership.h): members text
 // round trip and bad input, the elastic settings, and the worker's waits
 // against an in-process RendezvousServer where the test plays the driver.
 
-#include "ops/tcp/elastic_membership.h"
+#include "rendezvous/elastic_membership.h"
 
 #include <gtest/gtest.h>
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/settings.h"
-#include "ops/tcp/elastic_membership.h"
-#include "ops/tcp/rendezvous_client.h"
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/elastic_membership.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace tutti {
 namespace test {

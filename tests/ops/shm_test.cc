@@ -12,10 +12,10 @@
 #include <map>
 #include <thread>
 
-#include "ops/tcp/rendezvous_client.h"
-#include "ops/tcp/rendezvous_server.h"
 #include "ops/tcp/shm_channel.h"
 #include "ops/tcp/tcp_transport.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace tutti {
 namespace {

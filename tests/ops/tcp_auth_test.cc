@@ -1,4 +1,4 @@
-// Unit tests of the challenge-response in ops/tcp/auth.h: the pure tag
+// Unit tests of the challenge-response in rendezvous/auth.h: the pure tag
 // functions, and the handshake over a loopback connection.
 
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <boost/asio.hpp>
 #include <thread>
 
-#include "ops/tcp/auth.h"
+#include "rendezvous/auth.h"
 
 namespace tutti {
 namespace {

@@ -6,9 +6,9 @@
 #include <boost/asio.hpp>
 #include <thread>
 
-#include "ops/tcp/auth.h"
-#include "ops/tcp/rendezvous_client.h"
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/auth.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace tutti {
 namespace {

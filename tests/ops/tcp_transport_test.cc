@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "ops/backend_registry.h"
-#include "ops/tcp/rendezvous_client.h"
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 #include "tests/support/memory_store.h"
 
 namespace tutti {

@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/rendezvous_server.h"
 #include "tests/support/op_checks.h"
 
 namespace tutti {

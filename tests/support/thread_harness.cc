@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/rendezvous_server.h"
 #include "tests/support/op_checks.h"
 
 namespace tutti {

@@ -1,4 +1,4 @@
-#include "ops/tcp/auth.h"
+#include "rendezvous/auth.h"
 
 #include <sodium.h>
 
@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "core/logging.h"
-#include "ops/tcp/asio_util.h"
+#include "rendezvous/asio_util.h"
 
 namespace tutti::auth {
 namespace {

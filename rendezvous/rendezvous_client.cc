@@ -1,11 +1,11 @@
-#include "ops/tcp/rendezvous_client.h"
+#include "rendezvous/rendezvous_client.h"
 
 #include <cstring>
 
 #include "core/wire.h"
-#include "ops/tcp/asio_util.h"
-#include "ops/tcp/auth.h"
-#include "ops/tcp/rendezvous_protocol.h"
+#include "rendezvous/asio_util.h"
+#include "rendezvous/auth.h"
+#include "rendezvous/rendezvous_protocol.h"
 
 namespace tutti {
 

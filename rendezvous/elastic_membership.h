@@ -4,7 +4,7 @@
 // keys and the members text are in core/elastic_members.h): wait for a
 // generation that includes this worker, report a lost rank, rendezvous in one
 // generation. Talks to the store through a RendezvousClient
-// (ops/tcp/rendezvous_client.h), which is only declared here.
+// (rendezvous/rendezvous_client.h), which is only declared here.
 //
 // Threading: the functions are as thread-safe as the client they are given
 // (one thread at a time per client). Blocking: waitForGeneration() and

@@ -1,4 +1,4 @@
-#include "ops/tcp/rendezvous_server.h"
+#include "rendezvous/rendezvous_server.h"
 
 #include <boost/asio.hpp>
 #include <map>
@@ -8,9 +8,9 @@
 
 #include "core/logging.h"
 #include "core/wire.h"
-#include "ops/tcp/asio_util.h"
-#include "ops/tcp/auth.h"
-#include "ops/tcp/rendezvous_protocol.h"
+#include "rendezvous/asio_util.h"
+#include "rendezvous/auth.h"
+#include "rendezvous/rendezvous_protocol.h"
 
 namespace tutti {
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // Store (core/store.h) over TCP to a RendezvousServer, authenticated with the
-// job secret (ops/tcp/auth.h).
+// job secret (rendezvous/auth.h).
 //
 // Ownership: the client owns its socket and a private io_context; it starts
 // no threads. Blocking: every call blocks the calling thread (sleeping in

@@ -2,13 +2,13 @@
 
 // The job's rendezvous key-value server (Boost.Asio, own I/O thread), hosted
 // by tuttirun or, for a program started by hand, by rank 0. Every connection
-// must pass the challenge-response of ops/tcp/auth.h with the job secret;
+// must pass the challenge-response of rendezvous/auth.h with the job secret;
 // unauthenticated or malformed input is dropped and logged, never a crash.
 //
 // Key conventions: "rank/<r>/generation" = how many times rank r has entered
 // the rendezvous, minus one (set at each init; the launcher uses it to name
 // ranks that did not arrive); "gen/<g>/rank/<r>/addr" = "host:port" of rank
-// r's data listener in generation g (ops/tcp/generation_store.h).
+// r's data listener in generation g (rendezvous/generation_store.h).
 
 #include <memory>
 #include <string>

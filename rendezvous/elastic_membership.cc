@@ -1,4 +1,4 @@
-#include "ops/tcp/elastic_membership.h"
+#include "rendezvous/elastic_membership.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <thread>
 
-#include "ops/tcp/rendezvous_client.h"
+#include "rendezvous/rendezvous_client.h"
 
 namespace tutti {
 
@@ -38,7 +38,10 @@ Status checkFailed(RendezvousClient& client) {
   std::vector<uint8_t> value;
   bool found = false;
   TUTTI_RETURN_IF_ERROR(client.tryGet(elastic_keys::failed(), &value, &found));
-  if (found) return Status::shutdown("the elastic driver ended the job: " + toText(value));
+  if (found) {
+    return Status::shutdown("the elastic driver ended the job: " + toText(value))
+        .asGenerationSuperseded();
+  }
   return Status::ok();
 }
 
@@ -111,7 +114,8 @@ Status ElasticGenerationStore::get(const std::string& key, std::chrono::millisec
     if (latest > generation_) {
       return Status::shutdown("elastic generation " + std::to_string(generation_) +
                               " was superseded by generation " + std::to_string(latest) +
-                              " while waiting for '" + prefix_ + key + "'");
+                              " while waiting for '" + prefix_ + key + "'")
+          .asGenerationSuperseded();
     }
     bool found = false;
     TUTTI_RETURN_IF_ERROR(client_.tryGet(prefix_ + key, value, &found));

@@ -14,12 +14,16 @@
 #include <vector>
 
 #include "core/store.h"
-#include "ops/tcp/rendezvous_client.h"
+#include "rendezvous/rendezvous_client.h"
 
 namespace tutti {
 
 // Key under which rank r records how many times it has entered the rendezvous.
 std::string generationKey(int rank);
+// The prefix every generationKey() starts with (for RendezvousServer::keys),
+// and the inverse of generationKey(): false for any other key.
+std::string generationKeyPrefix();
+bool parseGenerationKey(const std::string& key, int* rank);
 
 // Increments rank's generation counter in the store and returns the new
 // generation's number (0 for a rank's first init).

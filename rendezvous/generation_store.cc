@@ -1,11 +1,34 @@
-#include "ops/tcp/generation_store.h"
+#include "rendezvous/generation_store.h"
 
 #include <cstdlib>
 
 namespace tutti {
 
+namespace {
+constexpr const char* kPrefix = "rank/";
+constexpr const char* kSuffix = "/generation";
+}  // namespace
+
 std::string generationKey(int rank) {
-  return "rank/" + std::to_string(rank) + "/generation";
+  return kPrefix + std::to_string(rank) + kSuffix;
+}
+
+std::string generationKeyPrefix() {
+  return kPrefix;
+}
+
+bool parseGenerationKey(const std::string& key, int* rank) {
+  const std::string prefix = kPrefix, suffix = kSuffix;
+  if (key.size() <= prefix.size() + suffix.size() || key.compare(0, prefix.size(), prefix) != 0 ||
+      key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const std::string digits = key.substr(prefix.size(), key.size() - prefix.size() - suffix.size());
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  *rank = std::stoi(digits);
+  return true;
 }
 
 Status enterNextGeneration(RendezvousClient& client, int rank, int* generation) {
