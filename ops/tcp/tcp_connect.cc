@@ -232,12 +232,8 @@ void TcpTransportImpl::connectAttempt(int peer, Channel kind, std::shared_ptr<tc
         }
         return;
       }
-      auto hello = std::make_shared<std::array<uint8_t, kHelloBytes>>();
-      int32_t r = rank_, n = size_;
-      std::memcpy(hello->data(), &kHelloMagic, 4);
-      std::memcpy(hello->data() + 4, &r, 4);
-      std::memcpy(hello->data() + 8, &n, 4);
-      (*hello)[12] = static_cast<uint8_t>(kind);
+      auto hello =
+          std::make_shared<std::array<uint8_t, kHelloBytes>>(encodeHello(rank_, size_, kind));
       asio::async_write(*sock, asio::buffer(*hello), [=](const error_code& wec, size_t) {
         (void)hello;
         if (wec) {
@@ -272,21 +268,18 @@ void TcpTransportImpl::acceptNext() {
                                       << rec.message() << "; connection dropped";
                   return tcp_util::closeQuietly(*sock);
                 }
-                uint32_t magic = 0;
-                int32_t r = -1, n = -1;
-                std::memcpy(&magic, hello->data(), 4);
-                std::memcpy(&r, hello->data() + 4, 4);
-                std::memcpy(&n, hello->data() + 8, 4);
-                auto kind = static_cast<Channel>((*hello)[12]);
-                if (magic == kHelloMagic && n != size_ && setup_error_.isOk()) {
+                const Hello h = decodeHello(*hello);
+                const int r = h.rank;
+                const auto kind = static_cast<Channel>(h.kind);
+                const HelloVerdict verdict = judgeHello(h, rank_, size_);
+                if (verdict == HelloVerdict::kForeignJob && setup_error_.isOk()) {
                   setup_error_ = Status::invalidArgument(
                       "rank " + std::to_string(rank_) + ": rank " + std::to_string(r) + " at " +
-                      remote + " belongs to a job of " + std::to_string(n) +
+                      remote + " belongs to a job of " + std::to_string(h.size) +
                       " ranks, this one has " + std::to_string(size_));
                   return tcp_util::closeQuietly(*sock);
                 }
-                bool ok = magic == kHelloMagic && r > rank_ && r < size_ &&
-                          (kind == Channel::kData || (kind == Channel::kControl && rank_ == 0));
+                bool ok = verdict == HelloVerdict::kOk;
                 Peer* p = ok ? &peers_[r] : nullptr;
                 if (p && ((kind == Channel::kData && p->data) ||
                           (kind == Channel::kControl && p->ctrl))) {

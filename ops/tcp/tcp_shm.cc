@@ -36,10 +36,7 @@ using boost::system::error_code;
 
 namespace {
 
-// Offer, lower rank to higher: u8 ok, u32 ring bytes, u8 name length, name
-// (padded). Answer: u8 ok.
-constexpr size_t kNameField = 64;
-constexpr size_t kOfferBytes = 1 + 4 + 1 + kNameField;
+// Offer, lower rank to higher: peer_records.h. Answer: u8 ok.
 // Bytes moved per ring operation: the peer can start copying out while we
 // copy in the rest, and we look at its sleeping flag this often.
 constexpr size_t kShmChunkBytes = 64 << 10;
@@ -55,7 +52,7 @@ Status TcpTransportImpl::setupShm(Store& store) {
   struct Pending {
     std::unique_ptr<ShmChannel> channel;
     std::string name;  // lower rank: to unlink
-    std::array<uint8_t, kOfferBytes> offer{};
+    std::array<uint8_t, kShmOfferBytes> offer{};
     std::array<uint8_t, 1> answer{};
     std::string why;  // why not shared memory, for the warning
     bool finished = false;
@@ -85,11 +82,7 @@ Status TcpTransportImpl::setupShm(Store& store) {
     if (rank_ < r) {
       Status st = ShmChannel::create(kShmRingBytes, &p->name, &p->channel);
       if (!st.isOk()) p->why = st.message();
-      uint32_t ring = static_cast<uint32_t>(kShmRingBytes);
-      p->offer[0] = st.isOk() ? 1 : 0;
-      std::memcpy(p->offer.data() + 1, &ring, 4);
-      p->offer[5] = static_cast<uint8_t>(std::min(p->name.size(), kNameField));
-      std::memcpy(p->offer.data() + 6, p->name.data(), p->offer[5]);
+      p->offer = encodeShmOffer({st.isOk(), static_cast<uint32_t>(kShmRingBytes), p->name});
       asio::async_write(sock, asio::buffer(p->offer), [&, r, p](const error_code& ec, size_t) {
         if (ec) {
           setup_error_ =
@@ -116,12 +109,9 @@ Status TcpTransportImpl::setupShm(Store& store) {
                               " shared-memory offer: " + ec.message());
           return finish(*p, false);
         }
-        uint32_t ring = 0;
-        std::memcpy(&ring, p->offer.data() + 1, 4);
-        const size_t len = std::min<size_t>(p->offer[5], kNameField);
-        std::string name(reinterpret_cast<const char*>(p->offer.data() + 6), len);
-        if (p->offer[0] == 1) {
-          Status st = ShmChannel::open(name, ring, &p->channel);
+        const ShmOffer offer = decodeShmOffer(p->offer);
+        if (offer.ok) {
+          Status st = ShmChannel::open(offer.name, offer.ring_bytes, &p->channel);
           if (!st.isOk()) p->why = st.message();
         } else {
           p->why = "rank " + std::to_string(r) + " could not create a segment";
