@@ -74,7 +74,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ec) break;
     FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
   }
-  FUZZ_CHECK(ec == asio::error::eof || ec == asio::error::connection_reset);
+  // Any end will do (EOF, a reset when the server dropped us with our bytes
+  // unread, or another socket error once it closed): what matters is that
+  // the stream ends and the server goes on serving.
   sock.close(ec);
   if (runs % 32 == 0) checkStillServes(s.port());
   return 0;
