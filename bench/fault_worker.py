@@ -2,7 +2,8 @@
 
     ready rank R pid P              after init
     running rank R                  after its third allreduce
-    error rank R at T: MESSAGE      a tutti call raised (T: time.time()); exit 1 at once
+    error rank R at T: MESSAGE      a tutti call raised, or Ctrl-C (SIGINT) arrived
+                                    (T: time.time()); exit 1 (130) at once
     done rank R                     finished (cooperative stop); exit 0
 
 Loops allreduces (average) of --elements float32 until --stop-file exists on
@@ -56,14 +57,14 @@ def main():
                 break
         hvd.shutdown()
         print("done rank %d" % rank, flush=True)
-    except Exception as e:  # noqa: BLE001 - every tutti error counts
+    except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - every tutti error, and Ctrl-C
         msg = " ".join(str(e).split())[:240]
         print("error rank %d at %.3f: %s: %s" % (rank, time.time(), type(e).__name__, msg),
               flush=True)
         # Not sys.exit: the interpreter's teardown with torch loaded takes 2-5 s
         # on a loaded 2-core machine (also without tutti), which would hide
         # what tutti does. tutti is shut down already (the error closed it).
-        os._exit(1)
+        os._exit(130 if isinstance(e, KeyboardInterrupt) else 1)
 
 
 if __name__ == "__main__":
