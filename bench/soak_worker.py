@@ -67,8 +67,11 @@ def main():
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    hvd.barrier()
+    # Measured before the closing barrier: once any rank shuts down after it,
+    # the job's connections close, and a rank measuring then would count fewer
+    # fds than it used.
     end = usage()
+    hvd.barrier()
     if start is None:
         start = end
     print("soak rank %d steps %d warmup %d seconds %.1f rss_kb %d %d fds %d %d wrong %d" %
