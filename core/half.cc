@@ -1,6 +1,8 @@
 #include "core/half.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// clang before 15 has no "f16c" for __builtin_cpu_supports: such builds (the
+// fuzz configuration, scripts/fuzz) use the portable conversion.
+#if defined(__x86_64__) && defined(__GNUC__) && !(defined(__clang__) && __clang_major__ < 15)
 #include <immintrin.h>
 #define TUTTI_X86_F16C 1
 #endif

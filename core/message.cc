@@ -44,6 +44,18 @@ namespace {
 constexpr uint8_t kMaxOpType = static_cast<uint8_t>(OpType::kRemoveProcessSet);
 constexpr uint32_t kMaxListLength = 1u << 22;
 constexpr size_t kMaxSpecLength = 256;  // compression specs are a few characters
+// The fewest bytes one encoded element takes (every field present, strings and
+// vectors empty). A count that the remaining bytes cannot hold is malformed
+// before anything is allocated for it: a 4-byte list header claiming 4 M
+// requests must not cost rank 0 a gigabyte (found by tests/fuzz).
+constexpr size_t kMinRequestBytes = 4 + 1 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 4 + 1 + 4 + 4 + 4 + 4;
+constexpr size_t kMinResponseBytes = 1 + 1 + 4 + 1 + 1 + 8 + 8 + 4 + 1 + 4 + 4 + 4 + 4 + 4 + 4;
+constexpr size_t kMinStringBytes = 4;
+
+// True when `n` elements of at least `min_bytes` each fit in what is left.
+bool countFits(const BufferReader& rd, uint32_t n, size_t min_bytes) {
+  return n <= kMaxListLength && n <= rd.remaining() / min_bytes;
+}
 
 void write(BufferWriter& w, const Request& r) {
   w.putI32(r.rank);
@@ -106,7 +118,8 @@ bool read(BufferReader& rd, Response* r) {
   uint8_t kind, type, dtype, op, device;
   uint32_t n_names;
   int32_t code;
-  if (!rd.getU8(&kind) || !rd.getU8(&type) || !rd.getU32(&n_names) || n_names > kMaxListLength) {
+  if (!rd.getU8(&kind) || !rd.getU8(&type) || !rd.getU32(&n_names) ||
+      !countFits(rd, n_names, kMinStringBytes)) {
     return false;
   }
   r->names.resize(n_names);
@@ -150,7 +163,7 @@ std::vector<uint8_t> serialize(const RequestList& list) {
 Status deserialize(const std::vector<uint8_t>& bytes, RequestList* out) {
   BufferReader rd(bytes);
   uint32_t n;
-  if (!rd.getU32(&n) || n > kMaxListLength) return malformed("request list");
+  if (!rd.getU32(&n) || !countFits(rd, n, kMinRequestBytes)) return malformed("request list");
   out->requests.resize(n);
   for (auto& r : out->requests) {
     if (!read(rd, &r)) return malformed("request");
@@ -182,7 +195,7 @@ Status abortStatus(const ResponseList& list) {
 Status deserialize(const std::vector<uint8_t>& bytes, ResponseList* out) {
   BufferReader rd(bytes);
   uint32_t n;
-  if (!rd.getU32(&n) || n > kMaxListLength) return malformed("response list");
+  if (!rd.getU32(&n) || !countFits(rd, n, kMinResponseBytes)) return malformed("response list");
   out->responses.resize(n);
   for (auto& r : out->responses) {
     if (!read(rd, &r)) return malformed("response");

@@ -195,7 +195,9 @@ Status validateSetting(const SettingSpec& spec, const std::string& value) {
       errno = 0;
       char* end = nullptr;
       long long v = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno != 0 || v < spec.min || v > spec.max) {
+      // The whole value, also past an embedded NUL ("\0" 1 is not a number).
+      if (value.empty() || end != value.c_str() + value.size() || errno != 0 || v < spec.min ||
+          v > spec.max) {
         return badValue(spec, value);
       }
       return Status::ok();
@@ -204,8 +206,8 @@ Status validateSetting(const SettingSpec& spec, const std::string& value) {
       errno = 0;
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < spec.min ||
-          v > spec.max) {
+      if (value.empty() || end != value.c_str() + value.size() || errno != 0 || !std::isfinite(v) ||
+          v < spec.min || v > spec.max) {
         return badValue(spec, value);
       }
       return Status::ok();

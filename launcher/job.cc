@@ -185,6 +185,9 @@ void Job::sendSignal(Rank& rank, int sig) {
   if (!rank.running) return;
   if (!rank.launch.remote) {
     ::kill(-rank.child.pid, sig);
+    // A stopped rank (SIGSTOP, Ctrl-Z) would keep a SIGTERM or SIGINT pending
+    // until the SIGKILL grace ran out: continue it so that it acts on it now.
+    if (sig != SIGKILL) ::kill(-rank.child.pid, SIGCONT);
     return;
   }
   const char* abbrev = sigabbrev_np(sig);

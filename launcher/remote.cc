@@ -42,9 +42,12 @@ std::string remoteBootstrap(int grace_seconds) {
          // and then the group does not exist and the signal would be lost.
          "k() { i=0; while ! kill -s \"$1\" -- -$p 2>/dev/null; do i=$((i+1)); "
          "[ $i -gt 20 ] && return; kill -0 $p 2>/dev/null || return; sleep 0.05; done; }; "
+         // After each signal the group is continued (SIGCONT): a stopped rank
+         // acts on it now instead of at the SIGKILL after the grace.
          "( while IFS= read -r c <&3; do case \"$c\" in "
-         "INT|TERM|KILL|HUP|QUIT|USR1|USR2) k \"$c\";; esac; done; "
-         "k TERM; sleep " +
+         "INT|TERM|KILL|HUP|QUIT|USR1|USR2) k \"$c\"; kill -s CONT -- -$p 2>/dev/null;; esac; "
+         "done; "
+         "k TERM; kill -s CONT -- -$p 2>/dev/null; sleep " +
          g +
          "; kill -s KILL -- -$p ) >/dev/null 2>&1 & w=$!; "
          "exec 3<&-; wait $p 2>/dev/null; r=$?; kill -s KILL -- -$p 2>/dev/null; kill $w "

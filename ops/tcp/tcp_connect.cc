@@ -46,36 +46,6 @@ void tuneSocket(tcp::socket& sock, double timeout_s) {
   }
 }
 
-// The hello (tcp_transport_impl.h): u32 kHelloMagic, i32 rank, i32 size,
-// u8 channel kind.
-struct Hello {
-  uint32_t magic = 0;
-  int32_t rank = -1;
-  int32_t size = -1;
-  Channel kind = Channel::kData;
-};
-
-std::vector<uint8_t> encodeHello(int rank, int size, Channel kind) {
-  BufferWriter w;
-  w.putU32(kHelloMagic);
-  w.putI32(rank);
-  w.putI32(size);
-  w.putU8(static_cast<uint8_t>(kind));
-  return w.take();
-}
-
-Hello decodeHello(const std::array<uint8_t, kHelloBytes>& bytes) {
-  Hello h;
-  BufferReader r(bytes.data(), bytes.size());
-  uint8_t kind = 0;
-  r.getU32(&h.magic);
-  r.getI32(&h.rank);
-  r.getI32(&h.size);
-  r.getU8(&kind);
-  h.kind = static_cast<Channel>(kind);
-  return h;
-}
-
 }  // namespace
 
 Status TcpTransportImpl::listen(tcp::endpoint* bound) {
@@ -263,7 +233,8 @@ void TcpTransportImpl::connectAttempt(int peer, Channel kind, std::shared_ptr<tc
         }
         return;
       }
-      auto hello = std::make_shared<std::vector<uint8_t>>(encodeHello(rank_, size_, kind));
+      auto hello =
+          std::make_shared<std::array<uint8_t, kHelloBytes>>(encodeHello(rank_, size_, kind));
       asio::async_write(*sock, asio::buffer(*hello), [=](const error_code& wec, size_t) {
         (void)hello;
         if (wec) {
@@ -298,19 +269,18 @@ void TcpTransportImpl::acceptNext() {
                                       << rec.message() << "; connection dropped";
                   return tcp_util::closeQuietly(*sock);
                 }
-                const Hello got = decodeHello(*hello);
-                const uint32_t magic = got.magic;
-                const int32_t r = got.rank, n = got.size;
-                const Channel kind = got.kind;
-                if (magic == kHelloMagic && n != size_ && setup_error_.isOk()) {
+                const Hello h = decodeHello(*hello);
+                const int r = h.rank;
+                const auto kind = static_cast<Channel>(h.kind);
+                const HelloVerdict verdict = judgeHello(h, rank_, size_);
+                if (verdict == HelloVerdict::kForeignJob && setup_error_.isOk()) {
                   setup_error_ = Status::invalidArgument(
                       "rank " + std::to_string(rank_) + ": rank " + std::to_string(r) + " at " +
-                      remote + " belongs to a job of " + std::to_string(n) +
+                      remote + " belongs to a job of " + std::to_string(h.size) +
                       " ranks, this one has " + std::to_string(size_));
                   return tcp_util::closeQuietly(*sock);
                 }
-                bool ok = magic == kHelloMagic && r > rank_ && r < size_ &&
-                          (kind == Channel::kData || (kind == Channel::kControl && rank_ == 0));
+                bool ok = verdict == HelloVerdict::kOk;
                 Peer* p = ok ? &peers_[r] : nullptr;
                 if (p && ((kind == Channel::kData && p->data) ||
                           (kind == Channel::kControl && p->ctrl))) {

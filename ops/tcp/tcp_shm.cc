@@ -36,46 +36,13 @@ using boost::system::error_code;
 
 namespace {
 
-// Offer, lower rank to higher: u8 ok, u32 ring bytes, u8 name length, name
-// (padded). Answer: u8 ok.
-constexpr size_t kNameField = 64;
-constexpr size_t kOfferBytes = 1 + 4 + 1 + kNameField;
+// Offer, lower rank to higher: peer_records.h. Answer: u8 ok.
 // Bytes moved per ring operation: the peer can start copying out while we
 // copy in the rest, and we look at its sleeping flag this often.
 constexpr size_t kShmChunkBytes = 64 << 10;
 
 std::string hostKey(int rank) {
   return "rank/" + std::to_string(rank) + "/host";
-}
-
-struct ShmOffer {
-  bool ok = false;
-  uint32_t ring_bytes = 0;
-  std::string name;
-};
-
-void encodeOffer(const ShmOffer& offer, std::array<uint8_t, kOfferBytes>* out) {
-  const size_t len = std::min(offer.name.size(), kNameField);
-  BufferWriter w;
-  w.putU8(offer.ok ? 1 : 0);
-  w.putU32(offer.ring_bytes);
-  w.putU8(static_cast<uint8_t>(len));
-  w.putRaw(offer.name.data(), len);
-  w.padTo(kOfferBytes);
-  std::copy(w.bytes().begin(), w.bytes().end(), out->begin());
-}
-
-ShmOffer decodeOffer(const std::array<uint8_t, kOfferBytes>& bytes) {
-  ShmOffer offer;
-  BufferReader r(bytes.data(), bytes.size());
-  uint8_t ok = 0, len = 0;
-  r.getU8(&ok);
-  r.getU32(&offer.ring_bytes);
-  r.getU8(&len);
-  offer.name.resize(std::min<size_t>(len, kNameField));
-  r.getRaw(offer.name.data(), offer.name.size());
-  offer.ok = ok == 1;
-  return offer;
 }
 
 }  // namespace
@@ -85,7 +52,7 @@ Status TcpTransportImpl::setupShm(Store& store) {
   struct Pending {
     std::unique_ptr<ShmChannel> channel;
     std::string name;  // lower rank: to unlink
-    std::array<uint8_t, kOfferBytes> offer{};
+    std::array<uint8_t, kShmOfferBytes> offer{};
     std::array<uint8_t, 1> answer{};
     std::string why;  // why not shared memory, for the warning
     bool finished = false;
@@ -115,7 +82,7 @@ Status TcpTransportImpl::setupShm(Store& store) {
     if (rank_ < r) {
       Status st = ShmChannel::create(kShmRingBytes, &p->name, &p->channel);
       if (!st.isOk()) p->why = st.message();
-      encodeOffer({st.isOk(), static_cast<uint32_t>(kShmRingBytes), p->name}, &p->offer);
+      p->offer = encodeShmOffer({st.isOk(), static_cast<uint32_t>(kShmRingBytes), p->name});
       asio::async_write(sock, asio::buffer(p->offer), [&, r, p](const error_code& ec, size_t) {
         if (ec) {
           setup_error_ =
@@ -142,7 +109,7 @@ Status TcpTransportImpl::setupShm(Store& store) {
                               " shared-memory offer: " + ec.message());
           return finish(*p, false);
         }
-        const ShmOffer offer = decodeOffer(p->offer);
+        const ShmOffer offer = decodeShmOffer(p->offer);
         if (offer.ok) {
           Status st = ShmChannel::open(offer.name, offer.ring_bytes, &p->channel);
           if (!st.isOk()) p->why = st.message();

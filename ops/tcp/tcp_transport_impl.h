@@ -36,6 +36,7 @@
 #include "core/settings.h"
 #include "core/store.h"
 #include "core/wire.h"
+#include "ops/tcp/peer_records.h"
 #include "ops/tcp/shm_channel.h"
 #include "ops/tcp/tcp_transport.h"
 #include "ops/tcp/zstd_stage.h"
@@ -47,11 +48,7 @@ namespace tutti {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-// Hello after authentication, connecting side to accepting side:
-// u32 kHelloMagic, i32 rank, i32 size, u8 channel kind.
-constexpr uint32_t kHelloMagic = 0x31485454;  // "TTH1"
-constexpr size_t kHelloBytes = 13;
-enum class Channel : uint8_t { kData = 1, kControl = 2 };
+// The hello after authentication and the shared-memory offer: peer_records.h.
 // Control frames from authenticated peers; anything larger is a bug.
 constexpr size_t kMaxControlBytes = 256u << 20;
 // zstd wire frames (see above): the length field, the whole frame header, the

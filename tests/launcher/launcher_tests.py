@@ -91,6 +91,19 @@ def case_rank_sigkill():
     check(not wait_gone(marker, 5), "ranks left behind")
 
 
+def case_stopped_rank():
+    """A rank stopped by SIGSTOP ends with the job: tuttirun continues it after
+    the SIGTERM, so it does not wait for the SIGKILL after the 5 s grace."""
+    marker = "tutti-stopped-" + uuid.uuid4().hex
+    rc, _, err, took = tuttirun(["-np", "2", "sh", "-c",
+                                 'if [ "$TUTTI_RANK" = 1 ]; then kill -STOP $$; fi; '
+                                 'sleep 1; exit 3; : ' + marker])
+    check(rc == 1, "exit code %d, expected 1" % rc)
+    check(took < 4, "took %.1f s: the stopped rank waited for the SIGKILL" % took)
+    check("sending SIGKILL" not in err, "the stopped rank needed the SIGKILL:\n" + err)
+    check(not wait_gone(marker, 5), "ranks left behind")
+
+
 def case_sigint_cleanup():
     marker = "tutti-sigint-" + uuid.uuid4().hex
     # Every rank starts a grandchild; rank 1 ignores SIGINT and SIGTERM, so
