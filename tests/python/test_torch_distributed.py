@@ -12,6 +12,7 @@ import operator
 import pytest
 import torch
 import torch.distributed as dist
+from tutti import process_sets
 
 from torch_dist_util import groups
 
@@ -283,6 +284,10 @@ def test_subgroups_run_over_tutti_process_sets():
     w = torch.ones(1)
     dist.all_reduce(w)
     assert w.item() == size
+    # Leave no sets behind for later tests (removal is collective, in order).
+    for ps in list(process_sets.process_sets()):
+        if ps.process_set_id != 0:
+            process_sets.remove_process_set(ps)
 
 
 def test_mismatch_is_an_error_on_every_rank():
