@@ -24,9 +24,10 @@ set(_allowed_compression core compression)
 set(_allowed_ops core ops)
 set(_allowed_coordinator core compression ops coordinator)
 set(_allowed_bindings core ops coordinator bindings)
-# The launcher serves the rendezvous store itself (ops/tcp/rendezvous_server.h);
+# The launcher serves the rendezvous store itself (ops/tcp/rendezvous_server.h)
+# and lists the algorithm table (ops/algorithm_table.h, --check-build);
 # nothing else of ops/.
-set(_allowed_launcher core launcher ops/tcp/rendezvous_server.h)
+set(_allowed_launcher core launcher ops/tcp/rendezvous_server.h ops/algorithm_table.h)
 # Project folders an include can name; anything else is a third-party path.
 set(_project_folders core compression ops coordinator bindings launcher tests bench examples)
 
