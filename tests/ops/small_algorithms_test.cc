@@ -106,7 +106,9 @@ TEST_P(RecursiveDoublingTest, EveryDtypeOpAndCountIsExact) {
           const Status st =
               allreduceRecursiveDoubling(tr, buf.data(), buf.data(), count, t, op, &scratch);
           ASSERT_TRUE(st.isOk()) << st.toString();
-          if (count == 0 || n == 1) EXPECT_EQ(tr.postedOps(), posted_before);
+          if (count == 0 || n == 1) {
+            EXPECT_EQ(tr.postedOps(), posted_before);
+          }
           for (size_t i = 0; i < count; ++i) {
             ASSERT_EQ(testing::getValue(buf.data(), t, i), testing::expectedValue(t, op, n, i))
                 << dataTypeName(t) << " " << reduceOpName(op) << " count " << count << " rank " << r
