@@ -23,13 +23,14 @@ const char* recursiveDoublingDeclines(const AlgorithmCase& c) {
              : nullptr;
 }
 
-bool listHas(const std::string& list, const std::string& item) {
-  std::stringstream in(list);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    if (part == item) return true;
+// Whether comma-separated `list` has `item` (no allocation: on every op's path).
+bool listHas(std::string_view list, std::string_view item) {
+  while (true) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == item) return true;
+    if (comma == std::string_view::npos) return false;
+    list.remove_prefix(comma + 1);
   }
-  return false;
 }
 
 bool inRange(uint64_t v, uint64_t lo, uint64_t hi) {
@@ -119,10 +120,10 @@ Status parseEntry(const std::string& entry, AlgorithmOverride* out) {
                              "'; accepted: " + acceptedNames(out->collective));
 }
 
-// nullptr when `e` can run `c`, else why not.
+// "" when `e` can run `c`, else why not.
 std::string declineReason(const AlgorithmEntry& e, const AlgorithmCase& c) {
   if (!listHas(e.transports, c.transport)) {
-    return std::string("runs over ") + e.transports + ", not " + c.transport;
+    return std::string("runs over ") + e.transports + ", not " + std::string(c.transport);
   }
   const char* why = e.declines(c);
   return why == nullptr ? "" : why;

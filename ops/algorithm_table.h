@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -42,10 +43,11 @@ enum class AlgorithmId {
 };
 
 // What one collective call asks for.
+// Views: the caller keeps the strings alive for the selectAlgorithm call.
 struct AlgorithmCase {
-  std::string collective;  // "allreduce", "broadcast", ... (AlgorithmEntry::collective)
-  uint64_t bytes = 0;      // payload in bytes (allreduce: count x element size)
-  std::string transport;   // what the backend runs over: "tcp" (sockets, shared memory, subsets)
+  std::string_view collective;  // "allreduce", "broadcast", ... (AlgorithmEntry::collective)
+  uint64_t bytes = 0;           // payload in bytes (allreduce: count x element size)
+  std::string_view transport;   // what the backend runs over: "tcp" (sockets, shm, subsets)
 };
 
 struct AlgorithmEntry {
