@@ -250,6 +250,29 @@ TEST_P(ForcedAlgorithmTest, BackendResultsAreExact) {
   });
 }
 
+// The choice reaches the wire: on 4 ranks recursive doubling posts one send
+// and one receive in each of its 2 rounds; the ring posts more.
+TEST(ForcedAlgorithm, TheOverrideDecidesWhatIsSent) {
+  for (const char* forced : {"", "allreduce:0-:ring"}) {
+    std::vector<AlgorithmOverride> overrides;
+    ASSERT_TRUE(parseAlgorithmOverrides(forced, &overrides).isOk());
+    MemoryWorld world(4);
+    world.run([&](MemoryTransport& tr) {
+      TcpBackend backend(tr, 0, overrides);
+      std::vector<int32_t> buf(1009, 1);
+      const size_t before = tr.postedOps();
+      ASSERT_TRUE(
+          backend.allreduce(buf.data(), buf.size(), DataType::kInt32, ReduceOp::kSum).isOk());
+      if (*forced == '\0') {
+        EXPECT_EQ(tr.postedOps() - before, 4u) << "default (recursive doubling)";
+      } else {
+        EXPECT_GT(tr.postedOps() - before, 4u) << forced;
+      }
+      EXPECT_EQ(buf, std::vector<int32_t>(1009, 4));
+    });
+  }
+}
+
 const Forced kForced[] = {
     {"", "defaults"},
     {"allreduce:0-:recursive_doubling,broadcast:0-inf:binomial", "small_algorithms"},
