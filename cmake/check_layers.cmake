@@ -25,7 +25,9 @@ set(_allowed_compression core compression)
 set(_allowed_ops core rendezvous ops)
 set(_allowed_coordinator core rendezvous compression ops coordinator)
 set(_allowed_bindings core ops coordinator bindings)
-set(_allowed_launcher core rendezvous launcher)
+# The launcher serves the rendezvous store (rendezvous/) and lists the
+# algorithm table (ops/algorithm_table.h, --check-build); nothing else of ops/.
+set(_allowed_launcher core rendezvous launcher ops/algorithm_table.h)
 # Project folders an include can name; anything else is a third-party path.
 set(_project_folders
   core rendezvous compression ops coordinator bindings launcher tests bench examples)

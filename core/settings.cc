@@ -83,6 +83,11 @@ const std::vector<SettingSpec>& specTable() {
        "still answers is a stall instead (TUTTI_STALL_*)"},
       {"TUTTI_SEGMENT_BYTES", SettingType::kInt, text(d.segment_bytes), 1, kMaxInt, "",
        "bytes per pipelined segment of ring collectives"},
+      {"TUTTI_ALGORITHMS", SettingType::kString, text(d.algorithms), 0, 0, "",
+       "tcp backend: algorithm choices that go before the built-in ones, comma-separated "
+       "COLLECTIVE:LO-HI:NAME with byte ranges (k/m/g suffixes; HI empty or inf: no limit), "
+       "e.g. allreduce:0-4k:recursive_doubling,broadcast:0-64k:binomial; the same on every rank; "
+       "tuttirun --check-build lists the algorithms and their default ranges"},
       {"TUTTI_SHM", SettingType::kChoice, text(d.shm), 0, 0, "auto,off",
        "shared memory between ranks on the same host: auto = data between two ranks of one host "
        "goes through a shared-memory ring instead of loopback TCP; off = always TCP"},
@@ -307,6 +312,7 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
       readDouble("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s.stall_shutdown_time_seconds));
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_TIMEOUT_SECONDS", &s.timeout_seconds));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SEGMENT_BYTES", &s.segment_bytes));
+  TUTTI_RETURN_IF_ERROR(readString("TUTTI_ALGORITHMS", &s.algorithms));
   TUTTI_RETURN_IF_ERROR(readString("TUTTI_SHM", &s.shm));
   TUTTI_RETURN_IF_ERROR(readString("TUTTI_TIMELINE", &s.timeline));
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_TIMELINE_MARK_CYCLES", &s.timeline_mark_cycles));

@@ -67,6 +67,9 @@ struct Settings {
   double stall_shutdown_time_seconds = 1800;  // 0: stalled ops only warn, never fail
   double timeout_seconds = 30;
   int64_t segment_bytes = kDefaultSegmentBytes;  // ring pipeline segment size
+  // TUTTI_ALGORITHMS: overrides of the tcp backend's algorithm choice, parsed
+  // and checked by ops/algorithm_table.h when the backend connects ("" = none).
+  std::string algorithms;
   std::string shm = "auto";  // TUTTI_SHM: "auto" (same-host peers via shared memory) or "off"
   std::string timeline;      // TUTTI_TIMELINE: base path ("" = off), see coordinator/timeline.h
   bool timeline_mark_cycles = false;

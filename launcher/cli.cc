@@ -9,6 +9,7 @@
 #include "core/settings.h"
 #include "launcher/allocation.h"
 #include "launcher/remote.h"
+#include "ops/algorithm_table.h"
 #include "tutti/config.h"
 
 namespace tutti {
@@ -192,6 +193,10 @@ std::string checkBuildText() {
              : line(false, "cuda", ": not built" + found(TUTTI_FOUND_CUDA));
   out += line(true, "ssh launch", "");
   out += line(true, "rendezvous server", "");
+  out +=
+      "Algorithms of the tcp backend (COLLECTIVE:default byte range:NAME [transports]; the\n"
+      "first that fits is taken; TUTTI_ALGORITHMS puts other choices first):\n";
+  out += algorithmTableText();
   return out;
 }
 

@@ -133,6 +133,9 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
                "set TUTTI_BACKEND=tcp)"
              : ""));
   }
+  // Checked before connecting: a bad value fails init on every rank alike.
+  std::vector<AlgorithmOverride> overrides;
+  TUTTI_RETURN_IF_ERROR(parseAlgorithmOverrides(settings.algorithms, &overrides));
   auto keep = std::make_shared<TcpKeepalive>();
   std::unique_ptr<TcpTransport> transport;
   // A job of one rank needs no store, unless tuttirun serves one: then the
@@ -174,13 +177,14 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
     TUTTI_RETURN_IF_ERROR(TcpTransport::connect(settings, none, "", &transport));
   }
   const size_t segment_bytes = static_cast<size_t>(settings.segment_bytes);
-  out->backend = std::make_unique<TcpBackend>(*transport, segment_bytes);
+  out->backend = std::make_unique<TcpBackend>(*transport, segment_bytes, overrides);
   Transport* world = transport.get();
-  out->connect_set = [world, segment_bytes](const std::vector<int>& ranks, SetBackend* set) {
+  out->connect_set = [world, segment_bytes, overrides](const std::vector<int>& ranks,
+                                                       SetBackend* set) {
     *set = SetBackend{};
     if (!std::binary_search(ranks.begin(), ranks.end(), world->rank())) return Status::ok();
     set->transport = std::make_unique<SubsetTransport>(*world, ranks);
-    set->backend = std::make_unique<TcpBackend>(*set->transport, segment_bytes);
+    set->backend = std::make_unique<TcpBackend>(*set->transport, segment_bytes, overrides);
     return Status::ok();
   };
   out->transport = std::move(transport);

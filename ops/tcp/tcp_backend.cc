@@ -2,8 +2,11 @@
 
 #include <sstream>
 #include <string>
+#include <utility>
 
+#include "core/check.h"
 #include "ops/algorithms/allgather_ring.h"
+#include "ops/algorithms/allreduce_recursive_doubling.h"
 #include "ops/algorithms/allreduce_ring.h"
 #include "ops/algorithms/alltoall_pairwise.h"
 #include "ops/algorithms/barrier_dissemination.h"
@@ -15,9 +18,9 @@
 namespace tutti {
 namespace {
 
-// Up to this size a broadcast goes down a binomial tree (latency bound);
-// above it through the pipelined chain (bandwidth bound).
-constexpr size_t kBinomialBroadcastMaxBytes = 64 * 1024;
+// What every TcpBackend runs over (sockets, shared memory, a process set's
+// subset of them): the algorithm table's transport name.
+constexpr const char* kTransportName = "tcp";
 
 Status checkPerRank(const char* what, const std::vector<size_t>& v, int size) {
   if (v.size() == static_cast<size_t>(size)) return Status::ok();
@@ -28,8 +31,26 @@ Status checkPerRank(const char* what, const std::vector<size_t>& v, int size) {
 
 }  // namespace
 
-TcpBackend::TcpBackend(Transport& transport, size_t segment_bytes)
-    : transport_(transport), segment_bytes_(segment_bytes) {}
+TcpBackend::TcpBackend(Transport& transport, size_t segment_bytes,
+                       std::vector<AlgorithmOverride> overrides)
+    : transport_(transport), segment_bytes_(segment_bytes), overrides_(std::move(overrides)) {}
+
+AlgorithmId TcpBackend::choose(const char* collective, uint64_t bytes) const {
+  const AlgorithmChoice choice = selectAlgorithm(algorithmTable(), overrides_,
+                                                 AlgorithmCase{collective, bytes, kTransportName});
+  // Every collective's last table entry fits every case.
+  TUTTI_CHECK(choice.entry != nullptr);
+  return choice.entry->id;
+}
+
+Status TcpBackend::allreduceBySize(const void* in, void* out, size_t count, DataType dtype,
+                                   ReduceOp op) {
+  if (choose("allreduce", count * dataTypeSize(dtype)) ==
+      AlgorithmId::kAllreduceRecursiveDoubling) {
+    return allreduceRecursiveDoubling(transport_, in, out, count, dtype, op, &scratch_);
+  }
+  return allreduceRing(transport_, in, out, count, dtype, op, segment_bytes_, &scratch_);
+}
 
 int TcpBackend::rank() const {
   return transport_.rank();
@@ -39,12 +60,12 @@ int TcpBackend::size() const {
 }
 
 Status TcpBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) {
-  return allreduceRing(transport_, buf, count, dtype, op, segment_bytes_, &scratch_);
+  return allreduceBySize(buf, buf, count, dtype, op);
 }
 
 Status TcpBackend::allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                                        ReduceOp op) {
-  return allreduceRing(transport_, in, out, count, dtype, op, segment_bytes_, &scratch_);
+  return allreduceBySize(in, out, count, dtype, op);
 }
 
 Status TcpBackend::allgatherv(const void* input, void* output,
@@ -58,7 +79,9 @@ Status TcpBackend::broadcast(void* buf, size_t bytes, int root) {
     return Status::invalidArgument("broadcast root " + std::to_string(root) +
                                    " is not a rank of a world of size " + std::to_string(size()));
   }
-  if (bytes <= kBinomialBroadcastMaxBytes) return broadcastBinomial(transport_, buf, bytes, root);
+  if (choose("broadcast", bytes) == AlgorithmId::kBroadcastBinomial) {
+    return broadcastBinomial(transport_, buf, bytes, root);
+  }
   return broadcastChain(transport_, buf, bytes, root, segment_bytes_);
 }
 

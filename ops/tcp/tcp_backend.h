@@ -1,12 +1,15 @@
 #pragma once
 
-// Backend over a Transport: ring and pairwise algorithms from
-// ops/algorithms/, pipelined in segments of `segment_bytes` (0: ring::kDefaultSegmentBytes).
+// Backend over a Transport: the algorithms of ops/algorithms/, chosen per
+// call by ops/algorithm_table.h (by collective and payload size, with
+// TUTTI_ALGORITHMS's overrides first); ring and chain algorithms are
+// pipelined in segments of `segment_bytes` (0: ring::kDefaultSegmentBytes).
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "ops/algorithm_table.h"
 #include "ops/backend.h"
 #include "ops/transport.h"
 
@@ -14,8 +17,10 @@ namespace tutti {
 
 class TcpBackend : public Backend {
  public:
-  // `transport` must outlive the backend.
-  TcpBackend(Transport& transport, size_t segment_bytes);
+  // `transport` must outlive the backend. `overrides`: parsed
+  // TUTTI_ALGORITHMS (parseAlgorithmOverrides); the same on every rank.
+  TcpBackend(Transport& transport, size_t segment_bytes,
+             std::vector<AlgorithmOverride> overrides = {});
   const char* name() const override { return "tcp"; }
   int rank() const override;
   int size() const override;
@@ -33,8 +38,12 @@ class TcpBackend : public Backend {
   Transport* ringTransport() override { return &transport_; }
 
  private:
+  AlgorithmId choose(const char* collective, uint64_t bytes) const;
+  Status allreduceBySize(const void* in, void* out, size_t count, DataType dtype, ReduceOp op);
+
   Transport& transport_;
   size_t segment_bytes_;
+  std::vector<AlgorithmOverride> overrides_;
   // Reused between calls so steady-state collectives do not allocate:
   // two received segments (allreduce) and a partial-sums buffer
   // (reducescatter).

@@ -182,7 +182,16 @@ void TcpTransportImpl::startRecv(int peer) {
 }
 
 void TcpTransportImpl::runOneUntil(Clock::time_point deadline) {
+  // Longer waits are the data path's stall watch and the idle loop, where a
+  // millisecond more does not matter and a timer per call would cost.
+  constexpr auto kPreciseWait = std::chrono::milliseconds(20);
   if (io_.stopped()) io_.restart();
+  // A wait armed for this deadline is still pending (or has fired); re-arming
+  // would cancel it, and its cancellation would end this wait early.
+  if (deadline - Clock::now() < kPreciseWait && deadline_timer_.expiry() != deadline) {
+    deadline_timer_.expires_at(deadline);
+    deadline_timer_.async_wait([](const boost::system::error_code&) {});
+  }
   io_.run_one_until(deadline);
 }
 

@@ -148,6 +148,10 @@ class TcpTransportImpl {
   // connections must keep moving (empty: every peer with pending ops).
   template <typename Done>
   Status drive(Done done, int watch_peer);
+  // Runs one handler or returns at `deadline`. asio's own wait rounds its
+  // timeout up to whole milliseconds (epoll_wait), so a deadline under
+  // kPreciseWait away is armed on deadline_timer_ (a timerfd), which wakes
+  // it on time: TUTTI_CYCLE_TIME_MS=0.1 holds 0.1 ms, not 1 ms.
   void runOneUntil(Clock::time_point deadline);
 
   // tcp_zstd.cc
@@ -186,6 +190,7 @@ class TcpTransportImpl {
   // Declared first: destroyed last, after every socket bound to it.
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::steady_timer deadline_timer_{io_};
   int rank_;
   int size_;
   double timeout_s_;

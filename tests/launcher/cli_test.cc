@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
+#include "core/settings.h"
 #include "tutti/config.h"
 
 namespace tutti {
@@ -28,6 +31,24 @@ TEST(SettingFlags, FusionThresholdInMegabytes) {
   EXPECT_EQ(s.second, "524288");
   ASSERT_TRUE(settingFromFlag("--fusion-threshold-mb", "0", &s).isOk());
   EXPECT_EQ(s.second, "0");
+}
+
+// Fractions of a millisecond pass through unrounded (the transport keeps
+// sub-millisecond deadlines: tests/ops/tcp_transport_test.cc).
+TEST(SettingFlags, CycleTimeKeepsFractionsOfAMillisecond) {
+  std::pair<std::string, std::string> s;
+  ASSERT_TRUE(settingFromFlag("--cycle-time-ms", "0.1", &s).isOk());
+  EXPECT_EQ(s.first, "TUTTI_CYCLE_TIME_MS");
+  EXPECT_EQ(s.second, "0.1");
+  Settings loaded;
+  ASSERT_TRUE(loadSettings(
+                  [&](const std::string& name) -> std::optional<std::string> {
+                    if (name == s.first) return s.second;
+                    return std::nullopt;
+                  },
+                  &loaded)
+                  .isOk());
+  EXPECT_DOUBLE_EQ(loaded.cycle_time_ms, 0.1);
 }
 
 TEST(SettingFlags, EveryFlagMapsOntoARegisteredSetting) {
@@ -177,6 +198,10 @@ TEST(CommandLine, HelpVersionCheckBuild) {
       << build.out;
   EXPECT_NE(build.out.find(TUTTI_BUILT_CUDA ? "[X] cuda" : "[ ] cuda"), std::string::npos)
       << build.out;
+  // The algorithm table, with default ranges (ops/algorithm_table.h).
+  EXPECT_NE(build.out.find("allreduce:0-64k:recursive_doubling"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("broadcast:0-64k:binomial"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("TUTTI_ALGORITHMS"), std::string::npos) << build.out;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <condition_variable>
 #include <cstdlib>
@@ -239,6 +240,26 @@ TEST_F(TcpTransportTest, PollControlHonoursDeadlineAndWake) {
   EXPECT_LT(Clock::now() - t0, 1s);
 }
 
+// A deadline under a millisecond away (TUTTI_CYCLE_TIME_MS=0.1 holds
+// responses that long) is kept, not rounded up to asio's whole-millisecond
+// epoll timeout: without the timer every poll below sleeps at least 1 ms.
+// The fastest of 30 polls is compared, so one slow wake-up under load does not
+// decide it.
+TEST_F(TcpTransportTest, SubMillisecondDeadlinesAreKept) {
+  connect(2);
+  std::vector<ControlMessage> msgs;
+  auto fastest = Clock::duration::max();
+  for (int i = 0; i < 30; ++i) {
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(t_[0]->pollControl(t0 + 200us, &msgs).isOk());
+    const auto took = Clock::now() - t0;
+    EXPECT_GE(took, 200us) << "returned before its deadline";
+    fastest = std::min(fastest, took);
+  }
+  EXPECT_TRUE(msgs.empty());
+  EXPECT_LT(fastest, 900us);
+}
+
 TEST_F(TcpTransportTest, SingleRankHasNoPeers) {
   struct NoStore : Store {
     Status set(const std::string&, const std::vector<uint8_t>&) override {
@@ -413,6 +434,23 @@ TEST(TcpConnectBackend, UnknownBackendNamesTheAcceptedOnes) {
   Status st = connectBackend(s, &b);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("tcp"), std::string::npos) << st.message();
+}
+
+// TUTTI_ALGORITHMS is checked before any connection is tried, so every rank
+// fails at once, naming the bad entry and what is accepted.
+TEST(TcpConnectBackend, BadAlgorithmsSettingFailsBeforeConnecting) {
+  Settings s;
+  s.size = 2;
+  s.secret = "x";
+  s.rendezvous_port = 1;  // would fail differently if anything tried to use it
+  s.algorithms = "broadcast:0-64k:binomial,allreduce:0-4k:tree";
+  BackendBundle b;
+  const Status st = connectBackend(s, &b);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.toString();
+  EXPECT_NE(st.message().find("TUTTI_ALGORITHMS entry 'allreduce:0-4k:tree'"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("accepted: recursive_doubling, ring"), std::string::npos)
+      << st.message();
 }
 
 TEST(TcpConnectBackend, SingleRankNeedsNoSockets) {

@@ -1,6 +1,7 @@
 // The parts of a test rank's Settings that every harness (threads, forked
 // processes, MPI processes) sets the same way.
 
+#include <cstdlib>
 #include <random>
 
 #include "tests/support/thread_harness.h"
@@ -16,6 +17,9 @@ void applyClusterOptions(const ClusterOptions& options, Settings* settings) {
     settings->fusion_threshold_bytes = options.fusion_threshold_bytes;
   }
   if (options.cycle_time_ms >= 0) settings->cycle_time_ms = options.cycle_time_ms;
+  // Passed through so the suite can run with algorithms forced
+  // (tests/CMakeLists.txt: tutti_cases_forced_*).
+  if (const char* algorithms = std::getenv("TUTTI_ALGORITHMS")) settings->algorithms = algorithms;
   if (options.stall_check_time_seconds >= 0) {
     settings->stall_check_time_seconds = options.stall_check_time_seconds;
   }
