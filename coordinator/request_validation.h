@@ -24,7 +24,9 @@
 namespace tutti {
 
 // `output` is nullptr for ops whose output the runtime allocates. `size` is
-// the world size.
+// the world size. ReduceOp::kAdasum is accepted on allreduce only, for CPU
+// float16/float32/float64 tensors, with a power-of-two `size` (as Horovod's);
+// anything else is kInvalidArgument saying what is accepted.
 Status validateLocalRequest(const Request& request, const TensorView& input,
                             const TensorView* output, int size);
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/algorithms/allgather_ring.h"
+#include "ops/algorithms/allreduce_adasum.h"
 #include "ops/algorithms/allreduce_ring.h"
 #include "ops/algorithms/alltoall_pairwise.h"
 #include "ops/algorithms/barrier_dissemination.h"
@@ -46,6 +47,10 @@ Status TcpBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp o
 Status TcpBackend::allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                                        ReduceOp op) {
   return allreduceRing(transport_, in, out, count, dtype, op, segment_bytes_, &scratch_);
+}
+
+Status TcpBackend::adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) {
+  return allreduceAdasum(transport_, buf, counts, dtype, &scratch_);
 }
 
 Status TcpBackend::allgatherv(const void* input, void* output,

@@ -1,7 +1,8 @@
 #pragma once
 
 // Backend over a Transport: ring and pairwise algorithms from
-// ops/algorithms/, pipelined in segments of `segment_bytes`.
+// ops/algorithms/, pipelined in segments of `segment_bytes`; Adasum by
+// ops/algorithms/allreduce_adasum.h.
 
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@ class TcpBackend : public Backend {
   Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
   Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                              ReduceOp op) override;
+  Status adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;
@@ -36,8 +38,8 @@ class TcpBackend : public Backend {
   Transport& transport_;
   size_t segment_bytes_;
   // Reused between calls so steady-state collectives do not allocate:
-  // two received segments (allreduce) and a partial-sums buffer
-  // (reducescatter).
+  // two received segments (allreduce; half the buffer for Adasum) and a
+  // partial-sums buffer (reducescatter).
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> work_;
 };
