@@ -8,7 +8,8 @@
 // backend is counted the same way, as the ring-equivalent):
 //   allreduce      2 (n-1) / n * bytes        (ring reduce-scatter + allgather;
 //                  also allreduceOutOfPlace, and adasumAllreduce, whose
-//                  halving and doubling move the same, plus its dot products)
+//                  halving and doubling move the same; its dot-product sums,
+//                  24 bytes per tensor per step, are not counted)
 //   allgatherv     sum of the blocks except the right neighbour's (the ring
 //                  forwards every block but that one; (n-1) * chunk when even)
 //   reducescatter  (n-1) / n * input bytes

@@ -316,6 +316,7 @@ TUTTI_API int tutti_alltoall_async(const tutti_tensor* input, const int64_t* spl
  * Reduces the input (same shape on every rank) as allreduce does and gives
  * rank r rows [offset_r, offset_r + rows_r) of the result, where rows_r =
  * d0 / size plus one for the first d0 % size ranks. Output through the handle.
+ * Every op but TUTTI_ADASUM (TUTTI_ERR_INVALID_ARGUMENT).
  */
 TUTTI_API int tutti_reducescatter_async(const tutti_tensor* input, const char* name, int op,
                                         double prescale, double postscale, tutti_handle* handle);
