@@ -153,13 +153,15 @@ bool parseReduceOp(const std::string& name, ReduceOp* op) {
 }
 
 CollectiveCase::CollectiveCase(Runtime& runtime, Collective op, DataType dtype, ReduceOp reduce_op,
-                               int64_t bytes)
+                               int64_t bytes, const ProcessSetInfo* set)
     : runtime_(runtime),
       op_(op),
       dtype_(dtype),
       reduce_op_(reduce_op),
-      rank_(runtime.rank()),
-      ranks_(runtime.size()) {
+      rank_(set ? set->rankOf(runtime.rank()) : runtime.rank()),
+      ranks_(set ? set->size() : runtime.size()),
+      set_id_(set ? set->id : kGlobalProcessSet),
+      root_(set ? set->ranks[0] : 0) {
   per_rank_ = std::max<int64_t>(1, bytes / elementSize() / numRanksInSize());
   const int64_t n = ranks_;
   switch (op_) {
@@ -215,6 +217,8 @@ Status CollectiveCase::enqueue(const std::string& name, Handle* handle) {
   OpOptions options;
   options.name = name;
   options.reduce_op = reduce_op_;
+  options.process_set = set_id_;
+  options.root = root_;
   TensorView in{input_.data(), dtype_, {static_cast<int64_t>(input_.size()) / elementSize()}};
   TensorView out{output_.data(), dtype_, in.shape};
   switch (op_) {
@@ -291,10 +295,12 @@ Status CollectiveCase::run(const std::string& name, int64_t* wrong) {
   return status.isOk() ? released : status;
 }
 
-Status maxOverRanks(Runtime& runtime, const std::string& name, std::vector<double>* values) {
+Status maxOverRanks(Runtime& runtime, const std::string& name, std::vector<double>* values,
+                    int32_t process_set) {
   TensorView view{values->data(), DataType::kFloat64, {static_cast<int64_t>(values->size())}};
   OpOptions options;
   options.name = name;
+  options.process_set = process_set;
   options.reduce_op = ReduceOp::kMax;
   Handle handle = 0;
   TUTTI_RETURN_IF_ERROR(runtime.allreduce(view, view, options, &handle));
@@ -303,11 +309,13 @@ Status maxOverRanks(Runtime& runtime, const std::string& name, std::vector<doubl
   return status;
 }
 
-Status sumOverRanks(Runtime& runtime, const std::string& name, int64_t* value) {
+Status sumOverRanks(Runtime& runtime, const std::string& name, int64_t* value,
+                    int32_t process_set) {
   double v = static_cast<double>(*value);
   TensorView view{&v, DataType::kFloat64, {1}};
   OpOptions options;
   options.name = name;
+  options.process_set = process_set;
   Handle handle = 0;
   TUTTI_RETURN_IF_ERROR(runtime.allreduce(view, view, options, &handle));
   const Status status = runtime.wait(handle);

@@ -31,8 +31,10 @@ bool parseReduceOp(const std::string& name, ReduceOp* op);
 
 class CollectiveCase {
  public:
+  // `set`: the process set it runs over (nullptr: every rank); this rank
+  // must be a member. Ranks and sizes above are then the set's.
   CollectiveCase(Runtime& runtime, Collective op, DataType dtype, ReduceOp reduce_op,
-                 int64_t bytes);
+                 int64_t bytes, const ProcessSetInfo* set = nullptr);
 
   int64_t bytes() const { return per_rank_ * numRanksInSize() * elementSize(); }
   int64_t count() const { return per_rank_ * numRanksInSize(); }
@@ -57,14 +59,18 @@ class CollectiveCase {
   ReduceOp reduce_op_;
   int rank_;
   int ranks_;
+  int32_t set_id_ = kGlobalProcessSet;
+  int root_ = 0;  // broadcast root, a global rank: the set's first member
   int64_t per_rank_ = 1;  // elements each rank contributes or receives per block
   std::vector<uint8_t> input_;
   std::vector<uint8_t> output_;  // allreduce and broadcast; the others' outputs are the handle's
 };
 
 // values[i] = max over ranks of values[i] (float64 allreduce named `name`).
-Status maxOverRanks(Runtime& runtime, const std::string& name, std::vector<double>* values);
+Status maxOverRanks(Runtime& runtime, const std::string& name, std::vector<double>* values,
+                    int32_t process_set = kGlobalProcessSet);
 // Sum over ranks of `value`.
-Status sumOverRanks(Runtime& runtime, const std::string& name, int64_t* value);
+Status sumOverRanks(Runtime& runtime, const std::string& name, int64_t* value,
+                    int32_t process_set = kGlobalProcessSet);
 
 }  // namespace tutti::bench

@@ -41,15 +41,21 @@ struct Options {
   std::string reduce_op = "sum";
   std::string op = "allreduce";
   bool gradient_set = false;
+  std::vector<int> process_set;  // empty: every rank
 };
 
 // Runs one collective over the sweep; adds the wrong elements to *wrong.
+// `set`: the process set it runs over (nullptr: every rank).
 Status runSweep(tutti::Runtime& runtime, Collective op, tutti::DataType dtype,
-                tutti::ReduceOp reduce_op, const bench_sweep& sweep, int64_t* wrong) {
+                tutti::ReduceOp reduce_op, const bench_sweep& sweep,
+                const tutti::ProcessSetInfo* set, int64_t* wrong) {
+  const int32_t set_id = set ? set->id : tutti::kGlobalProcessSet;
+  const int ranks = set ? set->size() : runtime.size();
+  const bool reporter = set ? set->rankOf(runtime.rank()) == 0 : runtime.rank() == 0;
   int64_t last_bytes = -1;
   for (int64_t asked = sweep.min_bytes; asked <= sweep.max_bytes;
        asked = bench_next_size(&sweep, asked)) {
-    CollectiveCase point(runtime, op, dtype, reduce_op, asked);
+    CollectiveCase point(runtime, op, dtype, reduce_op, asked, set);
     if (point.bytes() == last_bytes) continue;  // rounded to the same size as the last point
     last_bytes = point.bytes();
     const std::string name = std::string("bench.") + collectiveName(op) + "." +
@@ -65,17 +71,51 @@ Status runSweep(tutti::Runtime& runtime, Collective op, tutti::DataType dtype,
     }
     int64_t point_wrong = 0;
     if (sweep.check) TUTTI_RETURN_IF_ERROR(point.run(name, &point_wrong));
-    TUTTI_RETURN_IF_ERROR(tutti::bench::maxOverRanks(runtime, name + ".times", &seconds));
-    TUTTI_RETURN_IF_ERROR(tutti::bench::sumOverRanks(runtime, name + ".wrong", &point_wrong));
+    TUTTI_RETURN_IF_ERROR(tutti::bench::maxOverRanks(runtime, name + ".times", &seconds, set_id));
+    TUTTI_RETURN_IF_ERROR(
+        tutti::bench::sumOverRanks(runtime, name + ".wrong", &point_wrong, set_id));
     *wrong += point_wrong;
-    if (runtime.rank() == 0) {
+    if (reporter) {
       const bench_stats stats = bench_summarize(seconds.data(), iterations);
       bench_print_row(point.bytes(), point.count(), tutti::dataTypeName(dtype),
-                      point.reduceOpLabel(), collectiveName(op), runtime.size(), stats.median,
+                      point.reduceOpLabel(), collectiveName(op), ranks, stats.median,
                       sweep.check ? point_wrong : -1);
     }
   }
   return Status::ok();
+}
+
+// Every collective of `ops` over the world or o.process_set (registered
+// here, collectively; non-members wait at the end).
+Status runSweeps(tutti::Runtime& runtime, const std::vector<Collective>& ops,
+                 tutti::DataType dtype, tutti::ReduceOp reduce_op, const Options& o,
+                 const std::string& details, int64_t* wrong) {
+  tutti::ProcessSetInfo set;
+  const tutti::ProcessSetInfo* in_set = nullptr;
+  if (!o.process_set.empty()) {
+    int32_t id = 0;
+    TUTTI_RETURN_IF_ERROR(runtime.addProcessSet(o.process_set, &id));
+    TUTTI_RETURN_IF_ERROR(runtime.processSet(id, &set));
+    in_set = &set;
+  }
+  const bool member = in_set == nullptr || set.rankOf(runtime.rank()) >= 0;
+  if (member && (in_set ? set.rankOf(runtime.rank()) == 0 : runtime.rank() == 0)) {
+    const std::string where =
+        in_set ? details + ", process set " + std::to_string(set.id) + " of a world of " +
+                     std::to_string(runtime.size())
+               : details;
+    bench_print_header("tutti-bench", in_set ? set.size() : runtime.size(), where.c_str());
+  }
+  for (size_t k = 0; member && k < ops.size(); ++k) {
+    TUTTI_RETURN_IF_ERROR(runSweep(runtime, ops[k], dtype, reduce_op, o.sweep, in_set, wrong));
+  }
+  if (in_set == nullptr) return Status::ok();
+  // Everyone leaves together: a rank's shutdown stops the whole job.
+  tutti::Handle done = 0;
+  TUTTI_RETURN_IF_ERROR(runtime.barrier(&done));
+  const Status st = runtime.wait(done);
+  runtime.release(done);
+  return st;
 }
 
 int fail(const std::string& what, const Status& status) {
@@ -113,6 +153,10 @@ int main(int argc, char** argv) {
   app.add_option("--op", o.op, "allreduce, allgather, broadcast, reducescatter, alltoall, all");
   app.add_flag("--gradient-set", o.gradient_set,
                "allreduce ResNet-50's 161 gradients per step (-n steps, -w warm-ups)");
+  app.add_option("--process-set", o.process_set,
+                 "run over a process set of these global ranks (e.g. 0,1); the other ranks "
+                 "only register it and wait")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   bench_parse_size(b.c_str(), &o.sweep.min_bytes);
   bench_parse_size(e.c_str(), &o.sweep.max_bytes);
@@ -156,11 +200,7 @@ int main(int argc, char** argv) {
     status = tutti::bench::runGradientSet(*runtime, o.sweep.iterations, o.sweep.warmups,
                                           o.sweep.check != 0, &wrong);
   } else {
-    if (runtime->rank() == 0) bench_print_header("tutti-bench", runtime->size(), details.c_str());
-    for (Collective op : ops) {
-      status = runSweep(*runtime, op, *dtype, reduce_op, o.sweep, &wrong);
-      if (!status.isOk()) break;
-    }
+    status = runSweeps(*runtime, ops, *dtype, reduce_op, o, details, &wrong);
   }
   if (!status.isOk()) return fail("benchmark", status);
   status = runtime->shutdown();

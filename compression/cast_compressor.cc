@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
-#include "ops/reduce.h"
+#include "core/half.h"
 
 namespace tutti {
 
@@ -15,7 +15,7 @@ using ToWire = void (*)(const float*, uint16_t*, size_t);
 using FromWire = void (*)(const uint16_t*, float*, size_t);
 
 // Blocks of float32 on the stack for float64 tensors and unaligned wire
-// buffers: the whole-buffer conversions of ops/reduce.h do the work.
+// buffers: the whole-buffer conversions of core/half.h do the work.
 constexpr size_t kBlock = 1024;
 
 // float64 narrows to float32 first (the 16-bit conversions take a float); the

@@ -4,7 +4,7 @@
 
 #include "compression/error_feedback.h"
 #include "core/check.h"
-#include "ops/reduce.h"
+#include "core/half.h"
 
 namespace tutti {
 
@@ -53,7 +53,7 @@ std::vector<float>& ResidualStore::residualFor(const std::string& name, size_t c
   return r;
 }
 
-// The 16-bit conversions are ops/reduce.h's whole-buffer ones (vectorised);
+// The 16-bit conversions are core/half.h's whole-buffer ones (vectorised);
 // the float32/float64 loops vectorise here.
 void toFloat32(const void* input, size_t count, DataType dtype, float* out) {
   switch (dtype) {

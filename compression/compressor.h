@@ -54,7 +54,7 @@
 // residuals()/setResiduals() let elastic training commit and restore them.
 //
 // Building one: makeCompressor(spec) in compression/compressor_factory.h. The
-// lossless zstd stage for wire segments is separate: compression/zstd_stage.h.
+// lossless zstd stage for wire segments is separate: ops/tcp/zstd_stage.h.
 //
 // Threading: a Compressor is used by the background thread only (or by one
 // worker thread at a time); it is not thread-safe. Ownership: the runtime owns
@@ -159,7 +159,7 @@ class Compressor {
 };
 
 // Conversions between a tensor's dtype (float16, bfloat16, float32, float64)
-// and float32, element by element (float16/bfloat16 use ops/reduce.h's
+// and float32, element by element (float16/bfloat16 use core/half.h's
 // conversions; float64 -> float32 rounds to nearest). Other dtypes: a bug.
 void toFloat32(const void* input, size_t count, DataType dtype, float* out);
 void fromFloat32(const float* input, size_t count, DataType dtype, void* out);

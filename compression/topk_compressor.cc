@@ -9,7 +9,7 @@
 #include "compression/packed_format.h"
 #include "core/check.h"
 #include "core/compression_spec.h"
-#include "ops/reduce.h"
+#include "core/half.h"
 
 namespace tutti {
 

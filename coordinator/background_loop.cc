@@ -19,7 +19,8 @@ RuntimeImpl::Clock::duration seconds(double s) {
 }
 
 bool cacheable(OpType type) {
-  return type != OpType::kBarrier && type != OpType::kJoin;
+  return type != OpType::kBarrier && type != OpType::kJoin && type != OpType::kAddProcessSet &&
+         type != OpType::kRemoveProcessSet;
 }
 
 // True when `m` is rank 0's abort notice; sets *status to what it names.
@@ -45,7 +46,7 @@ void RuntimeImpl::loop() {
   executor_ = std::make_unique<Executor>(*bundle_.backend, rank_, size_, &executor_state_);
   executor_->setDeviceExecutor(device_.get());
   if (rank_ == 0) {
-    controller_ = std::make_unique<Controller>(size_, &cache_, cache_.enabled());
+    controller_ = std::make_unique<Controller>(size_, &cache_, cache_.enabled(), &sets_);
     stall_ = std::make_unique<StallInspector>(settings_.stall_check_time_seconds,
                                               settings_.stall_shutdown_time_seconds, Clock::now());
     acked_.assign(size_, false);
@@ -107,7 +108,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
   Controller& ctl = *controller_;
   for (const Request& req : queue_.takeNewRequests()) {
     ctl.addRequest(req, cacheable(req.type) ? cache_.slotFor(req) : -1, now);
-    timeline_.recordReady(req.name, 0, now);
+    timeline_.recordReady(displayName(req.process_set, req.name), 0, now);
   }
   if (shutdown_started_ && !shutdown_sent_) {
     shutdown_sent_ = true;
@@ -132,7 +133,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
     for (Request& req : list.requests) {
       req.rank = from;
       ctl.addRequest(req, -1, now);
-      timeline_.recordReady(req.name, from, now);
+      timeline_.recordReady(displayName(req.process_set, req.name), from, now);
     }
     for (int64_t slot : list.cache_hits) {
       std::optional<Request> req = cache_.requestOf(slot, from);
@@ -143,7 +144,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
       }
       req->rank = from;
       ctl.addRequest(*req, slot, now);
-      timeline_.recordReady(req->name, from, now);
+      timeline_.recordReady(displayName(req->process_set, req->name), from, now);
     }
     if (list.shutdown) ctl.addShutdown(from);
   }
@@ -259,7 +260,9 @@ Status RuntimeImpl::executeList(const ResponseList& list) {
     std::vector<TensorEntry> taken(n);
     std::vector<const TensorEntry*> present(n, nullptr);
     for (size_t i = 0; i < n; ++i) {
-      if (queue_.take(resp.names[i], &taken[i])) present[i] = &taken[i];
+      if (queue_.take(tensorKey(resp.process_set, resp.names[i]), &taken[i])) {
+        present[i] = &taken[i];
+      }
     }
     if (resp.kind == Response::Kind::kError) {
       timeline_.recordError(resp, present, listed);
@@ -271,9 +274,10 @@ Status RuntimeImpl::executeList(const ResponseList& list) {
     }
     std::vector<Completion> completions;
     const Clock::time_point started = Clock::now();
-    Status st = executor_->execute(resp, present, &completions);
-    if (st.isOk() && timeline_.active()) {
-      const Executor::CollectiveTimes& c = executor_->lastCollective();
+    bool executed = false;
+    Status st = executeResponse(resp, present, &completions, &executed);
+    if (st.isOk() && executed && timeline_.active()) {
+      const Executor::CollectiveTimes& c = last_executor_->lastCollective();
       timeline_.recordExecution(resp, present, {listed, started, c.start, c.end, Clock::now()});
     }
     if (!st.isOk()) {
@@ -285,7 +289,9 @@ Status RuntimeImpl::executeList(const ResponseList& list) {
       orphaned_status_ = st;
       return st;
     }
+    // Also for a set this rank is not in: every rank's cache stays the same.
     cacheExecuted(resp, taken, present);
+    if (!executed) continue;
     for (size_t i = 0; i < n; ++i) {
       if (present[i]) handles_.complete(present[i]->handle, std::move(completions[i]));
     }
@@ -297,7 +303,10 @@ void RuntimeImpl::cacheExecuted(const Response& resp, const std::vector<TensorEn
                                 const std::vector<const TensorEntry*>& present) {
   for (size_t i = 0; i < resp.names.size(); ++i) {
     std::vector<std::optional<Request>> all;
-    if (controller_) all = controller_->takeDecidedRequests(resp.names[i]);
+    if (controller_) {
+      all = controller_->takeDecidedRequests(tensorKey(resp.process_set, resp.names[i]));
+      all = byGlobalRank(std::move(all), resp.process_set);
+    }
     // Deterministic on every rank: depends only on the Response.
     if (!cache_.enabled() || !cacheable(resp.type) || !resp.joined_ranks.empty()) continue;
     Response one = resp;
@@ -309,6 +318,20 @@ void RuntimeImpl::cacheExecuted(const Response& resp, const std::vector<TensorEn
     if (present[i]) own = taken[i].request;
     cache_.insert(one, own, std::move(all));
   }
+}
+
+std::vector<std::optional<Request>> RuntimeImpl::byGlobalRank(
+    std::vector<std::optional<Request>> by_set_rank, int32_t process_set) const {
+  ProcessSetInfo set;
+  if (process_set == kGlobalProcessSet || by_set_rank.empty() ||
+      !sets_.lookup(process_set, &set).isOk()) {
+    return by_set_rank;
+  }
+  std::vector<std::optional<Request>> out(static_cast<size_t>(size_));
+  for (size_t r = 0; r < by_set_rank.size() && r < set.ranks.size(); ++r) {
+    out[static_cast<size_t>(set.ranks[r])] = std::move(by_set_rank[r]);
+  }
+  return out;
 }
 
 RuntimeImpl::Clock::duration RuntimeImpl::abortGrace() const {
@@ -366,6 +389,7 @@ void RuntimeImpl::finishShutdown() {
 }
 
 void RuntimeImpl::closeConnections() {
+  set_exec_.clear();
   executor_.reset();
   {
     std::lock_guard<std::mutex> lock(wake_mu_);

@@ -12,13 +12,24 @@ namespace {
 constexpr const char* kJoinName = "__join";
 }  // namespace
 
-Controller::Controller(int size, const ResponseCache* cache, bool keep_decided)
+Controller::Controller(int size, const ResponseCache* cache, bool keep_decided,
+                       const ProcessSetTable* sets)
     : size_(size),
       cache_(cache),
       keep_decided_(keep_decided),
+      own_sets_(sets == nullptr ? std::make_unique<ProcessSetTable>(size) : nullptr),
+      sets_(sets == nullptr ? own_sets_.get() : sets),
       joined_(size, false),
       shutdown_(size, false) {
   TUTTI_CHECK_GE(size, 1);
+}
+
+void Controller::refuse(const Request& request, StatusCode code, const std::string& why) {
+  Response resp =
+      errorResponse({request.name}, request.type, code,
+                    std::string(opTypeName(request.type)) + " '" + request.name + "' " + why);
+  resp.process_set = request.process_set;
+  emit(std::move(resp), -1, 0);
 }
 
 void Controller::addRequest(const Request& request, int64_t cache_slot, Clock::time_point now) {
@@ -27,11 +38,8 @@ void Controller::addRequest(const Request& request, int64_t cache_slot, Clock::t
   if (shutdownRequested()) {
     int who =
         static_cast<int>(std::find(shutdown_.begin(), shutdown_.end(), true) - shutdown_.begin());
-    emit(errorResponse({request.name}, request.type, StatusCode::kShutdown,
-                       std::string(opTypeName(request.type)) + " '" + request.name +
-                           "' cannot run: rank " + std::to_string(who) +
-                           " is shutting down (shutdown())"),
-         -1, 0);
+    refuse(request, StatusCode::kShutdown,
+           "cannot run: rank " + std::to_string(who) + " is shutting down (shutdown())");
     return;
   }
   if (request.type == OpType::kJoin) {
@@ -44,44 +52,68 @@ void Controller::addRequest(const Request& request, int64_t cache_slot, Clock::t
     last_joined_ = rank;
     // Names that waited only for this rank may be ready now, oldest first.
     std::vector<std::pair<uint64_t, std::string>> order;
-    for (const auto& [name, p] : table_) order.push_back({p.seq, name});
+    for (const auto& [key, p] : table_) order.push_back({p.seq, key});
     std::sort(order.begin(), order.end());
-    for (const auto& [seq, name] : order) checkReady(name);
+    for (const auto& [seq, key] : order) checkReady(key);
     checkJoin();
     return;
   }
-  auto [it, inserted] = table_.try_emplace(request.name);
+  // The set was known on the requesting rank when it enqueued; it may have
+  // been removed since (its pending ops then failed on every rank).
+  ProcessSetInfo set;
+  Status known = sets_->lookup(request.process_set, &set);
+  if (!known.isOk()) {
+    refuse(request, StatusCode::kInvalidArgument, "cannot run: " + known.message());
+    return;
+  }
+  const int set_rank = set.rankOf(rank);
+  if (set_rank < 0) {
+    refuse(request, StatusCode::kInvalidArgument,
+           "cannot run: rank " + std::to_string(rank) + " is not in process set " +
+               std::to_string(set.id));
+    return;
+  }
+  const std::string key = tensorKey(request.process_set, request.name);
+  auto [it, inserted] = table_.try_emplace(key);
   Pending& p = it->second;
   if (inserted) {
     p.type = request.type;
+    p.name = request.name;
+    p.process_set = request.process_set;
+    p.members = set.ranks;
     p.seq = next_seq_++;
     p.since = now;
-    p.by_rank.resize(size_);
-    p.slots.assign(size_, -1);
+    p.by_rank.resize(set.ranks.size());
+    p.slots.assign(set.ranks.size(), -1);
   }
-  if (p.by_rank[rank]) {
+  if (p.by_rank[set_rank]) {
     TUTTI_LOG(kWarning) << "rank " << rank << " submitted '" << request.name
                         << "' twice while it was pending; dropping the second request";
     return;
   }
-  p.by_rank[rank] = request;
-  p.slots[rank] = cache_slot;
-  checkReady(request.name);
+  p.by_rank[set_rank] = request;
+  p.slots[set_rank] = cache_slot;
+  checkReady(key);
 }
 
-void Controller::checkReady(const std::string& name) {
-  auto it = table_.find(name);
+void Controller::checkReady(const std::string& key) {
+  auto it = table_.find(key);
   if (it == table_.end()) return;
   Pending& p = it->second;
+  const size_t n = p.members.size();
   bool any_joined_missing = false;
-  for (int r = 0; r < size_; ++r) {
+  for (size_t r = 0; r < n; ++r) {
     if (p.by_rank[r]) continue;
     // A joined rank is not waited for; buildResponse() turns the collectives
-    // joined ranks cannot take part in into an error naming them.
-    if (!joined_[r]) return;
+    // joined ranks cannot take part in into an error naming them. Process set
+    // registration waits for every rank.
+    if (!joined_[p.members[r]] || p.type == OpType::kAddProcessSet ||
+        p.type == OpType::kRemoveProcessSet) {
+      return;
+    }
     any_joined_missing = true;
   }
-  // Fast path: every rank announced the same live cache slot.
+  // Fast path: every member announced the same live cache slot.
   const Response* cached = nullptr;
   if (cache_ != nullptr && !any_joined_missing && p.slots[0] >= 0 &&
       std::all_of(p.slots.begin(), p.slots.end(), [&](int64_t s) { return s == p.slots[0]; })) {
@@ -92,10 +124,12 @@ void Controller::checkReady(const std::string& name) {
   if (cached != nullptr) {
     resp = *cached;
   } else {
-    std::vector<const Request*> by_rank(size_, nullptr);
-    for (int r = 0; r < size_; ++r) by_rank[r] = p.by_rank[r] ? &*p.by_rank[r] : nullptr;
-    resp = buildResponse(name, by_rank);
+    std::vector<const Request*> by_rank(n, nullptr);
+    for (size_t r = 0; r < n; ++r) by_rank[r] = p.by_rank[r] ? &*p.by_rank[r] : nullptr;
+    resp =
+        buildResponse(p.name, by_rank, p.process_set == kGlobalProcessSet ? nullptr : &p.members);
   }
+  resp.process_set = p.process_set;
   int group_id = -1;
   int group_size = 0;
   for (const auto& req : p.by_rank) {
@@ -105,17 +139,24 @@ void Controller::checkReady(const std::string& name) {
       break;
     }
   }
-  if (resp.kind == Response::Kind::kOp && keep_decided_) decided_[name] = std::move(p.by_rank);
+  if (resp.kind == Response::Kind::kOp && keep_decided_) decided_[key] = std::move(p.by_rank);
+  const int32_t set = p.process_set;
   table_.erase(it);
-  emit(std::move(resp), group_id, group_size);
+  emitInSet(std::move(resp), set, group_id, group_size);
 }
 
 void Controller::emit(Response response, int group_id, int group_size) {
+  const int32_t set = response.process_set;
+  emitInSet(std::move(response), set, group_id, group_size);
+}
+
+void Controller::emitInSet(Response response, int32_t set, int group_id, int group_size) {
   if (group_id < 0 || group_size <= 1) {
     ready_.push_back(std::move(response));
     return;
   }
-  Group& g = groups_[group_id];
+  const std::pair<int32_t, int> group_key{set, group_id};
+  Group& g = groups_[group_key];
   ++g.decided;
   if (response.kind == Response::Kind::kOp) {
     g.ok.push_back(std::move(response));
@@ -124,7 +165,7 @@ void Controller::emit(Response response, int group_id, int group_size) {
   }
   if (g.decided >= group_size) {
     for (Response& r : g.ok) ready_.push_back(std::move(r));
-    groups_.erase(group_id);
+    groups_.erase(group_key);
   }
 }
 
@@ -149,8 +190,7 @@ void Controller::addShutdown(int rank) {
   const std::string why = " was cancelled: rank " + std::to_string(rank) +
                           " is shutting down (shutdown()) before every rank submitted it";
   for (const PendingTensor& p : pending()) {
-    fail(p.name, StatusCode::kShutdown,
-         std::string(opTypeName(p.type)) + " '" + p.name + "'" + why);
+    fail(p.key, StatusCode::kShutdown, std::string(opTypeName(p.type)) + " '" + p.name + "'" + why);
   }
   if (joined_count_ > 0) {
     emit(
@@ -167,8 +207,8 @@ std::vector<Response> Controller::takeReady() {
   return out;
 }
 
-std::vector<std::optional<Request>> Controller::takeDecidedRequests(const std::string& name) {
-  auto it = decided_.find(name);
+std::vector<std::optional<Request>> Controller::takeDecidedRequests(const std::string& key) {
+  auto it = decided_.find(key);
   if (it == decided_.end()) return {};
   std::vector<std::optional<Request>> out = std::move(it->second);
   decided_.erase(it);
@@ -177,13 +217,14 @@ std::vector<std::optional<Request>> Controller::takeDecidedRequests(const std::s
 
 std::vector<Controller::PendingTensor> Controller::pending() const {
   std::vector<std::pair<uint64_t, PendingTensor>> order;
-  for (const auto& [name, p] : table_) {
-    PendingTensor t{name, p.type, p.since, {}, {}};
-    for (int r = 0; r < size_; ++r) {
-      if (p.by_rank[r] || joined_[r]) {
-        t.submitted.push_back(r);
+  for (const auto& [key, p] : table_) {
+    PendingTensor t{key, p.name, p.process_set, p.type, p.since, {}, {}};
+    for (size_t r = 0; r < p.members.size(); ++r) {
+      const int rank = p.members[r];
+      if (p.by_rank[r] || joined_[rank]) {
+        t.submitted.push_back(rank);
       } else {
-        t.missing.push_back(r);
+        t.missing.push_back(rank);
       }
     }
     order.push_back({p.seq, std::move(t)});
@@ -195,10 +236,9 @@ std::vector<Controller::PendingTensor> Controller::pending() const {
   return out;
 }
 
-void Controller::fail(const std::string& name, StatusCode code, const std::string& message) {
-  auto it = table_.find(name);
+void Controller::fail(const std::string& key, StatusCode code, const std::string& message) {
+  auto it = table_.find(key);
   if (it == table_.end()) return;
-  OpType type = it->second.type;
   int group_id = -1;
   int group_size = 0;
   for (const auto& req : it->second.by_rank) {
@@ -208,8 +248,18 @@ void Controller::fail(const std::string& name, StatusCode code, const std::strin
       break;
     }
   }
+  Response resp = errorResponse({it->second.name}, it->second.type, code, message);
+  resp.process_set = it->second.process_set;
   table_.erase(it);
-  emit(errorResponse({name}, type, code, message), group_id, group_size);
+  emit(std::move(resp), group_id, group_size);
+}
+
+void Controller::failProcessSet(int32_t id, const std::string& why) {
+  for (const PendingTensor& p : pending()) {
+    if (p.process_set != id) continue;
+    fail(p.key, StatusCode::kInvalidArgument,
+         std::string(opTypeName(p.type)) + " '" + p.name + "' " + why);
+  }
 }
 
 }  // namespace tutti

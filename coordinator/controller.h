@@ -68,16 +68,33 @@
 // fail at once; then every rank closes its connections, so that peers still
 // waiting on it see the loss promptly instead of after the timeout.
 //
+// Process sets (coordinator/process_sets.h). Every request names its set
+// (Request.process_set; 0 = every rank). The table is keyed by (set, name),
+// so the same name may be pending in two sets at once; a name is ready when
+// every member of its set submitted it; validation runs over the members in
+// the set's order and names global ranks; groups are per set; the Response
+// carries the set. Rank 0 decides the order of every set's responses in one
+// list, as for the global set: each rank executes the responses of the sets
+// it belongs to, in that order, and skips the others (their response-cache
+// entries are still recorded, so every rank's cache stays the same). With
+// one total order, two sets that share ranks cannot wait on each other in a
+// cycle: the earliest response not yet done has every member on it.
+// Registering and removing a set are ops of the global set
+// (kAddProcessSet, kRemoveProcessSet): every rank executes them at the same
+// point of the order, so set ids agree everywhere.
+//
 // Threading: Controller is owned and used only by rank 0's background thread.
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "coordinator/process_sets.h"
 #include "coordinator/response_cache.h"
 #include "core/message.h"
 
@@ -90,7 +107,11 @@ class Controller {
   // `cache` (may be nullptr) is read for the validation fast path; it must
   // outlive the controller. keep_decided: remember the requests behind each
   // op Response until takeDecidedRequests() (for the response cache).
-  Controller(int size, const ResponseCache* cache, bool keep_decided);
+  // `sets` (membership of every process set) must outlive the controller;
+  // the background thread that owns the controller also registers sets.
+  // nullptr: the global set only.
+  Controller(int size, const ResponseCache* cache, bool keep_decided,
+             const ProcessSetTable* sets = nullptr);
 
   // Rank request.rank submitted `request`. cache_slot >= 0: it was announced
   // as that cache slot. A second submission of a pending name by the same rank
@@ -99,16 +120,18 @@ class Controller {
   // Rank `rank` asked to shut down.
   void addShutdown(int rank);
   bool shutdownRequested() const { return shutdown_count_ > 0; }
-  bool allShutdown() const { return shutdown_count_ == size_; }  // every rank asked
 
   // Responses decided since the last call, in decision order.
   std::vector<Response> takeReady();
-  // Every rank's request behind the op Response decided for `name` (nullopt
-  // for joined ranks); empty when unknown. Removes them.
-  std::vector<std::optional<Request>> takeDecidedRequests(const std::string& name);
+  // Every member's request behind the op Response decided for `key`
+  // (tensorKey(set, name)), in the set's rank order (nullopt for joined
+  // ranks); empty when unknown. Removes them.
+  std::vector<std::optional<Request>> takeDecidedRequests(const std::string& key);
 
   struct PendingTensor {
+    std::string key;  // tensorKey(process_set, name)
     std::string name;
+    int32_t process_set = kGlobalProcessSet;
     OpType type;
     Clock::time_point since;  // first request's arrival
     std::vector<int> submitted;
@@ -116,24 +139,34 @@ class Controller {
   };
   // Names waiting for some ranks, oldest first.
   std::vector<PendingTensor> pending() const;
-  // Fails a pending name on every rank with an error Response.
-  void fail(const std::string& name, StatusCode code, const std::string& message);
+  // Fails a pending tensor (by key) on every rank with an error Response.
+  void fail(const std::string& key, StatusCode code, const std::string& message);
+  // Fails every pending tensor of process set `id` (it is being removed).
+  void failProcessSet(int32_t id, const std::string& why);
 
  private:
   struct Pending {
     OpType type;
-    uint64_t seq;  // arrival order, for deterministic scans
+    std::string name;
+    int32_t process_set = kGlobalProcessSet;
+    std::vector<int> members;  // global ranks of the set, ascending
+    uint64_t seq;              // arrival order, for deterministic scans
     Clock::time_point since;
-    std::vector<std::optional<Request>> by_rank;
-    std::vector<int64_t> slots;  // cache slot per rank, -1 = full request
+    std::vector<std::optional<Request>> by_rank;  // by rank within the set
+    std::vector<int64_t> slots;                   // cache slot per member, -1 = full request
   };
-  void checkReady(const std::string& name);
+  void checkReady(const std::string& key);
   void emit(Response response, int group_id, int group_size);
+  void emitInSet(Response response, int32_t set, int group_id, int group_size);
+  // The error Response for a request this controller cannot take.
+  void refuse(const Request& request, StatusCode code, const std::string& why);
   void checkJoin();
 
   const int size_;
   const ResponseCache* cache_;
   const bool keep_decided_;
+  std::unique_ptr<ProcessSetTable> own_sets_;  // when the caller gave none
+  const ProcessSetTable* sets_;
   std::unordered_map<std::string, Pending> table_;
   uint64_t next_seq_ = 0;
   std::vector<Response> ready_;
@@ -143,7 +176,7 @@ class Controller {
     int decided = 0;
     std::vector<Response> ok;
   };
-  std::map<int, Group> groups_;
+  std::map<std::pair<int32_t, int>, Group> groups_;  // by (process set, group id)
   std::vector<bool> joined_;
   int joined_count_ = 0;
   int last_joined_ = -1;

@@ -5,6 +5,7 @@
 
 #include "coordinator/op_arithmetic.h"
 #include "coordinator/request_validation.h"
+#include "coordinator/response_layout.h"
 #include "core/check.h"
 #include "ops/reduce.h"
 
@@ -149,7 +150,10 @@ Status DeviceExecutor::execute(const Response& r, const std::vector<const Tensor
       break;
     case OpType::kBarrier:
     case OpType::kJoin:
-      return Status::internal("barrier and join carry no tensor and never run on a device");
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
+      return Status::internal(std::string(opTypeName(r.type)) +
+                              " carries no tensor and never runs on a device");
   }
   TUTTI_RETURN_IF_ERROR(st);
   return ctx->synchronize();
@@ -279,20 +283,11 @@ Status DeviceExecutor::broadcast(DeviceContext& ctx, Backend* direct, Backend& h
 Status DeviceExecutor::allgather(DeviceContext& ctx, Backend* direct, Backend& host,
                                  const Response& r, const TensorEntry* e, Completion* done) {
   TUTTI_CHECK(e != nullptr);
-  TUTTI_CHECK_EQ(r.sizes.size(), static_cast<size_t>(size_) + 1);
-  const size_t row_bytes = static_cast<size_t>(r.sizes[size_]) * dataTypeSize(r.dtype);
-  std::vector<size_t> bytes_per_rank(size_);
-  int64_t rows = 0;
-  for (int p = 0; p < size_; ++p) {
-    bytes_per_rank[p] = static_cast<size_t>(r.sizes[p]) * row_bytes;
-    rows += r.sizes[p];
-  }
-  const size_t total = static_cast<size_t>(rows) * row_bytes;
+  const AllgatherLayout layout = allgatherLayout(r, size_);
+  const std::vector<size_t>& bytes_per_rank = layout.bytes_per_rank;
+  const size_t total = layout.totalBytes();
   const size_t mine = bytes_per_rank[rank_];
-  done->has_output = true;
-  done->output.dtype = r.dtype;
-  done->output.shape = withFirstDim(e->input.shape, rows);
-  done->output.bytes.resize(total);
+  done->setOutput(r.dtype, withFirstDim(e->input.shape, layout.rows), total);
   if (direct != nullptr) {
     void* out = nullptr;
     TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kOutput, total, &out));
@@ -309,26 +304,13 @@ Status DeviceExecutor::allgather(DeviceContext& ctx, Backend* direct, Backend& h
 Status DeviceExecutor::alltoall(DeviceContext& ctx, Backend* direct, Backend& host,
                                 const Response& r, const TensorEntry* e, Completion* done) {
   TUTTI_CHECK(e != nullptr);
-  const size_t n = static_cast<size_t>(size_);
-  TUTTI_CHECK_EQ(r.sizes.size(), n * n + 1);
-  const size_t row_bytes = static_cast<size_t>(r.sizes[n * n]) * dataTypeSize(r.dtype);
-  std::vector<size_t> send(n), recv(n);
-  done->received_splits.resize(n);
-  int64_t rows = 0;
-  size_t sent = 0;
-  for (size_t p = 0; p < n; ++p) {
-    send[p] = static_cast<size_t>(r.sizes[rank_ * n + p]) * row_bytes;
-    sent += send[p];
-    const int64_t in_rows = r.sizes[p * n + rank_];
-    recv[p] = static_cast<size_t>(in_rows) * row_bytes;
-    done->received_splits[p] = in_rows;
-    rows += in_rows;
-  }
-  const size_t total = static_cast<size_t>(rows) * row_bytes;
-  done->has_output = true;
-  done->output.dtype = r.dtype;
-  done->output.shape = withFirstDim(e->input.shape, rows);
-  done->output.bytes.resize(total);
+  const AlltoallLayout layout = alltoallLayout(r, rank_, size_);
+  const std::vector<size_t>& send = layout.send_bytes;
+  const std::vector<size_t>& recv = layout.recv_bytes;
+  const size_t sent = layout.sent_bytes;
+  const size_t total = layout.totalBytes();
+  done->received_splits = layout.received_splits;
+  done->setOutput(r.dtype, withFirstDim(e->input.shape, layout.rows), total);
   if (direct != nullptr) {
     void* out = nullptr;
     TUTTI_RETURN_IF_ERROR(ctx.deviceBuffer(DeviceContext::Slot::kOutput, total, &out));
@@ -344,16 +326,12 @@ Status DeviceExecutor::alltoall(DeviceContext& ctx, Backend* direct, Backend& ho
 
 Status DeviceExecutor::reducescatter(DeviceContext& ctx, Backend* direct, Backend& host,
                                      const Response& r, const TensorEntry* e, Completion* done) {
-  TUTTI_CHECK_EQ(r.sizes.size(), 2u);
-  const int64_t total = r.sizes[0];
-  const int64_t row = r.sizes[1];
-  const int64_t first_dim = row > 0 ? total / row : 0;
+  const ReducescatterLayout layout = reducescatterLayout(r, size_);
+  const int64_t total = layout.total;
+  const int64_t first_dim = layout.first_dim;
+  const std::vector<size_t>& counts = layout.counts;
   const size_t elem = dataTypeSize(r.dtype);
   const size_t total_bytes = static_cast<size_t>(total) * elem;
-  std::vector<size_t> counts(size_);
-  for (int p = 0; p < size_; ++p) {
-    counts[p] = static_cast<size_t>(reducescatterRows(first_dim, p, size_) * row);
-  }
   // Staged (prescaled, or zeros for a joined rank) so that the caller's
   // tensor is never modified.
   void* fusion = nullptr;

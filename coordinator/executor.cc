@@ -6,6 +6,7 @@
 
 #include "coordinator/op_arithmetic.h"
 #include "coordinator/request_validation.h"
+#include "coordinator/response_layout.h"
 #include "core/check.h"
 #include "ops/reduce.h"
 
@@ -64,6 +65,9 @@ Status Executor::execute(const Response& r, const std::vector<const TensorEntry*
     case OpType::kJoin:
       (*completions)[0].join_result = r.last_joined_rank;
       return Status::ok();
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
+      break;  // the runtime runs these itself (coordinator/process_sets.h)
   }
   return Status::internal("unknown op type in a response");
 }
@@ -201,19 +205,9 @@ Status Executor::adasum(const Response& r, const std::vector<const TensorEntry*>
 
 Status Executor::allgather(const Response& r, const TensorEntry* e, Completion* done) {
   TUTTI_CHECK(e != nullptr);  // joined ranks never get an allgather (validation)
-  TUTTI_CHECK_EQ(r.sizes.size(), static_cast<size_t>(size_) + 1);
-  const size_t row_bytes = static_cast<size_t>(r.sizes[size_]) * dataTypeSize(r.dtype);
-  std::vector<size_t> bytes_per_rank(size_);
-  int64_t rows = 0;
-  for (int p = 0; p < size_; ++p) {
-    bytes_per_rank[p] = static_cast<size_t>(r.sizes[p]) * row_bytes;
-    rows += r.sizes[p];
-  }
-  done->has_output = true;
-  done->output.dtype = r.dtype;
-  done->output.shape = withFirstDim(e->input.shape, rows);
-  done->output.bytes.resize(static_cast<size_t>(rows) * row_bytes);
-  return backend_.allgatherv(e->input.data, done->output.bytes.data(), bytes_per_rank);
+  const AllgatherLayout layout = allgatherLayout(r, size_);
+  done->setOutput(r.dtype, withFirstDim(e->input.shape, layout.rows), layout.totalBytes());
+  return backend_.allgatherv(e->input.data, done->output.bytes.data(), layout.bytes_per_rank);
 }
 
 Status Executor::broadcast(const Response& r, const TensorEntry* e) {
@@ -227,36 +221,19 @@ Status Executor::broadcast(const Response& r, const TensorEntry* e) {
 
 Status Executor::alltoall(const Response& r, const TensorEntry* e, Completion* done) {
   TUTTI_CHECK(e != nullptr);
-  const size_t n = static_cast<size_t>(size_);
-  TUTTI_CHECK_EQ(r.sizes.size(), n * n + 1);
-  const size_t row_bytes = static_cast<size_t>(r.sizes[n * n]) * dataTypeSize(r.dtype);
-  std::vector<size_t> send(n), recv(n);
-  done->received_splits.resize(n);
-  int64_t rows = 0;
-  for (size_t p = 0; p < n; ++p) {
-    send[p] = static_cast<size_t>(r.sizes[rank_ * n + p]) * row_bytes;
-    const int64_t in_rows = r.sizes[p * n + rank_];
-    recv[p] = static_cast<size_t>(in_rows) * row_bytes;
-    done->received_splits[p] = in_rows;
-    rows += in_rows;
-  }
-  done->has_output = true;
-  done->output.dtype = r.dtype;
-  done->output.shape = withFirstDim(e->input.shape, rows);
-  done->output.bytes.resize(static_cast<size_t>(rows) * row_bytes);
-  return backend_.alltoallv(e->input.data, send, done->output.bytes.data(), recv);
+  const AlltoallLayout layout = alltoallLayout(r, rank_, size_);
+  done->received_splits = layout.received_splits;
+  done->setOutput(r.dtype, withFirstDim(e->input.shape, layout.rows), layout.totalBytes());
+  return backend_.alltoallv(e->input.data, layout.send_bytes, done->output.bytes.data(),
+                            layout.recv_bytes);
 }
 
 Status Executor::reducescatter(const Response& r, const TensorEntry* e, Completion* done) {
-  TUTTI_CHECK_EQ(r.sizes.size(), 2u);
-  const int64_t total = r.sizes[0];
-  const int64_t row = r.sizes[1];
-  const int64_t first_dim = row > 0 ? total / row : 0;
+  const ReducescatterLayout layout = reducescatterLayout(r, size_);
+  const int64_t total = layout.total;
+  const int64_t first_dim = layout.first_dim;
+  const std::vector<size_t>& counts = layout.counts;
   const size_t elem = dataTypeSize(r.dtype);
-  std::vector<size_t> counts(size_);
-  for (int p = 0; p < size_; ++p) {
-    counts[p] = static_cast<size_t>(reducescatterRows(first_dim, p, size_) * row);
-  }
   // The input is staged (prescaled, or zeros for a joined rank) so the
   // caller's tensor is never modified.
   uint8_t* buf = fusion_buffer_.reserve(static_cast<size_t>(total) * elem);

@@ -18,7 +18,7 @@ bool fusible(const Response& r) {
 bool compatible(const Response& a, const Response& b) {
   return a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.prescale == b.prescale &&
          a.postscale == b.postscale && a.device == b.device && a.joined_ranks == b.joined_ranks &&
-         a.compression == b.compression;
+         a.compression == b.compression && a.process_set == b.process_set;
 }
 
 int64_t bytesOf(const Response& r) {

@@ -109,11 +109,4 @@ Status HandleTable::release(Handle handle) {
   return Status::ok();
 }
 
-size_t HandleTable::pendingCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const auto& [handle, entry] : entries_) n += entry->done ? 0 : 1;
-  return n;
-}
-
 }  // namespace tutti

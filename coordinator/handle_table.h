@@ -31,6 +31,14 @@ struct Completion {
   OwnedTensor output;
   std::vector<int64_t> received_splits;  // alltoall: rows received from each rank
   int join_result = -1;                  // join: the last rank to join
+
+  // A runtime-sized output of `bytes` bytes (contents left to the op).
+  void setOutput(DataType dtype, Shape shape, size_t bytes) {
+    has_output = true;
+    output.dtype = dtype;
+    output.shape = std::move(shape);
+    output.bytes.resize(bytes);
+  }
 };
 
 class HandleTable {
@@ -58,8 +66,6 @@ class HandleTable {
   // Forgets a completed handle and frees its output; kInvalidArgument for a
   // pending or unknown handle.
   Status release(Handle handle);
-  // Number of handles not yet completed (tests, diagnostics).
-  size_t pendingCount() const;
 
  private:
   struct Entry {

@@ -23,26 +23,9 @@ bool isReduction(OpType type) {
 }
 
 Status checkView(const Request& r, const TensorView& t, const char* what) {
-  for (int64_t d : t.shape) {
-    if (d < 0) {
-      return Status::invalidArgument(prefix(r) + what + " shape " + shapeToString(t.shape) +
-                                     " has a negative dimension");
-    }
-  }
-  if (!isValidDataType(static_cast<int>(t.dtype))) {
-    return Status::invalidArgument(prefix(r) + what + " has an unknown dtype " +
-                                   std::to_string(static_cast<int>(t.dtype)));
-  }
-  if (t.device != DeviceType::kCpu && t.device != DeviceType::kCuda) {
-    return Status::invalidArgument(prefix(r) + what + " has an unknown device " +
-                                   std::to_string(static_cast<int>(t.device)));
-  }
-  if (t.data == nullptr && t.numBytes() != 0) {
-    return Status::invalidArgument(prefix(r) + what + " data is null but the tensor " +
-                                   describeTensor(t) + " has " + std::to_string(t.numBytes()) +
-                                   " bytes");
-  }
-  return Status::ok();
+  Status st = checkTensorView(t, what);
+  if (st.isOk()) return st;
+  return Status(st.code(), prefix(r) + st.message());
 }
 
 // Adasum's limits, as Horovod's: allreduce only, float16/32/64, a
@@ -71,7 +54,10 @@ int64_t reducescatterRows(int64_t first_dim, int rank, int size) {
 
 Status validateLocalRequest(const Request& r, const TensorView& input, const TensorView* output,
                             int size) {
-  if (r.type == OpType::kBarrier || r.type == OpType::kJoin) return Status::ok();
+  if (r.type == OpType::kBarrier || r.type == OpType::kJoin || r.type == OpType::kAddProcessSet ||
+      r.type == OpType::kRemoveProcessSet) {
+    return Status::ok();  // no tensor; process set arguments: coordinator/process_sets.h
+  }
   TUTTI_RETURN_IF_ERROR(checkView(r, input, "input"));
   if (output != nullptr) {
     TUTTI_RETURN_IF_ERROR(checkView(r, *output, "output"));
@@ -168,7 +154,8 @@ namespace {
 // Groups the submitting ranks by the rendering of one field. Empty when all
 // agree; otherwise "rank 0 [17], rank 1 [18]" or "ranks [0, 2] int32; ...".
 std::string differences(const std::vector<const Request*>& by_rank,
-                        const std::function<std::string(const Request&)>& render) {
+                        const std::function<std::string(const Request&)>& render,
+                        const std::function<int(int)>& label) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (size_t r = 0; r < by_rank.size(); ++r) {
     if (by_rank[r] == nullptr) continue;
@@ -176,9 +163,9 @@ std::string differences(const std::vector<const Request*>& by_rank,
     auto it = groups.begin();
     while (it != groups.end() && it->first != v) ++it;
     if (it == groups.end()) {
-      groups.push_back({v, {static_cast<int>(r)}});
+      groups.push_back({v, {label(static_cast<int>(r))}});
     } else {
-      it->second.push_back(static_cast<int>(r));
+      it->second.push_back(label(static_cast<int>(r)));
     }
   }
   if (groups.size() <= 1) return "";
@@ -214,8 +201,13 @@ std::string dimsAfterFirst(const Shape& s) {
 
 }  // namespace
 
-Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank) {
+Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank,
+                       const std::vector<int>* global_ranks) {
   const int size = static_cast<int>(by_rank.size());
+  // Messages name global ranks; the Response's fields stay within the set.
+  const std::function<int(int)> label = [global_ranks](int r) {
+    return global_ranks == nullptr ? r : (*global_ranks)[static_cast<size_t>(r)];
+  };
   const Request* first = nullptr;
   std::vector<int64_t> joined;
   for (int r = 0; r < size; ++r) {
@@ -226,14 +218,17 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
     }
   }
   const OpType type = first->type;
-  const std::string head = std::string(opTypeName(type)) + " '" + name + "': ";
+  const std::string head = std::string(opTypeName(type)) + " '" + name + "'" +
+                           (first->process_set == kGlobalProcessSet
+                                ? std::string(": ")
+                                : " in process set " + std::to_string(first->process_set) + ": ");
   // One rank's bad arguments fail the name on every rank, before any
   // cross-rank rule reads them.
   std::string invalid;
   for (int r = 0; r < size; ++r) {
     if (by_rank[r] == nullptr || by_rank[r]->error.empty()) continue;
-    invalid +=
-        (invalid.empty() ? "" : "; ") + ("rank " + std::to_string(r)) + ": " + by_rank[r]->error;
+    invalid += (invalid.empty() ? "" : "; ") + ("rank " + std::to_string(label(r))) + ": " +
+               by_rank[r]->error;
   }
   if (!invalid.empty()) {
     return errorResponse({name}, type, StatusCode::kInvalidArgument, head + invalid);
@@ -277,10 +272,14 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
          return "(id " + std::to_string(r.group_id) + ", size " + std::to_string(r.group_size) +
                 ")";
        }},
+      {"process set ranks", type == OpType::kAddProcessSet,
+       [](const Request& r) { return shapeToString(r.splits); }},
+      {"process set ids", type == OpType::kRemoveProcessSet,
+       [](const Request& r) { return std::to_string(r.root); }},
   };
   for (const Rule& rule : rules) {
     if (!rule.applies) continue;
-    std::string diff = differences(by_rank, rule.render);
+    std::string diff = differences(by_rank, rule.render, label);
     if (!diff.empty()) return mismatch(rule.what, diff);
   }
   if (!joined.empty() && !reduction && type != OpType::kBarrier) {
@@ -288,7 +287,8 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
     // them), decided here for every rank: kMismatch, a failed collective
     // (Horovod's HorovodInternalError), not one rank's bad argument.
     std::ostringstream ranks;
-    for (size_t i = 0; i < joined.size(); ++i) ranks << (i ? ", " : "") << joined[i];
+    for (size_t i = 0; i < joined.size(); ++i)
+      ranks << (i ? ", " : "") << label(static_cast<int>(joined[i]));
     return errorResponse({name}, type, StatusCode::kMismatch,
                          head + "ranks [" + ranks.str() +
                              "] have joined (join()); only allreduce, reducescatter and barrier "
@@ -316,6 +316,9 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
     case OpType::kAllgather:
       for (const Request* r : by_rank) resp.sizes.push_back(r->shape[0]);
       resp.sizes.push_back(rowElements(first->shape));
+      break;
+    case OpType::kAddProcessSet:
+      resp.sizes = first->splits;
       break;
     case OpType::kAlltoall:
       for (const Request* r : by_rank) {

@@ -24,7 +24,8 @@
 namespace tutti {
 
 // `output` is nullptr for ops whose output the runtime allocates. `size` is
-// the world size. ReduceOp::kAdasum is accepted on allreduce only, for CPU
+// the size of the request's process set; request.root is within the set.
+// ReduceOp::kAdasum is accepted on allreduce only, for CPU
 // float16/float32/float64 tensors, with a power-of-two `size` (as Horovod's);
 // anything else is kInvalidArgument saying what is accepted.
 Status validateLocalRequest(const Request& request, const TensorView& input,
@@ -41,7 +42,10 @@ int64_t reducescatterRows(int64_t first_dim, int rank, int size);
 // carries its local error ("alltoall 'x': rank 1: splits has ..."), checked
 // first; else kMismatch (also for an op other than allreduce/reducescatter/
 // barrier meeting a joined rank).
-Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank);
+// For a process set other than the global one, by_rank is indexed by rank
+// within the set and `global_ranks` (the set's ranks) names them in messages.
+Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank,
+                       const std::vector<int>* global_ranks = nullptr);
 
 // An error Response for `names`.
 Response errorResponse(std::vector<std::string> names, OpType type, StatusCode code,

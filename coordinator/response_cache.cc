@@ -9,7 +9,7 @@ bool sameSignature(const Request& a, const Request& b) {
          a.shape == b.shape && a.root == b.root && a.prescale == b.prescale &&
          a.postscale == b.postscale && a.splits == b.splits && a.device == b.device &&
          a.group_id == b.group_id && a.group_size == b.group_size &&
-         a.compression == b.compression && a.error == b.error;
+         a.compression == b.compression && a.error == b.error && a.process_set == b.process_set;
 }
 
 namespace {
@@ -17,7 +17,8 @@ bool sameResponse(const Response& a, const Response& b) {
   return a.kind == b.kind && a.type == b.type && a.names == b.names && a.dtype == b.dtype &&
          a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale &&
          a.root == b.root && a.device == b.device && a.sizes == b.sizes &&
-         a.joined_ranks == b.joined_ranks && a.compression == b.compression;
+         a.joined_ranks == b.joined_ranks && a.compression == b.compression &&
+         a.process_set == b.process_set;
 }
 }  // namespace
 
@@ -30,7 +31,7 @@ ResponseCache::ResponseCache(int64_t capacity)
 void ResponseCache::insert(const Response& response, const std::optional<Request>& own,
                            std::vector<std::optional<Request>> all_requests) {
   if (!enabled() || response.names.size() != 1) return;
-  const std::string& name = response.names[0];
+  const std::string name = tensorKey(response.process_set, response.names[0]);
   auto it = entries_.find(name);
   if (it != entries_.end() && sameResponse(it->second.entry.response, response)) {
     // Same decision again: keep the slot, refresh recency and signatures
@@ -73,7 +74,7 @@ void ResponseCache::retire(const std::string& name) {
 
 int64_t ResponseCache::slotFor(const Request& request) const {
   if (!enabled()) return -1;
-  auto it = entries_.find(request.name);
+  auto it = entries_.find(tensorKey(request.process_set, request.name));
   if (it == entries_.end() || !it->second.entry.own) return -1;
   return sameSignature(*it->second.entry.own, request) ? it->second.entry.slot : -1;
 }

@@ -17,6 +17,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, BackendBundle bundle)
     : settings_(settings),
       rank_(settings.rank),
       size_(settings.size),
+      sets_(settings.size),
       transport_open_(true),
       bundle_(std::move(bundle)),
       cache_(settings.cache_capacity) {
@@ -62,19 +63,37 @@ void RuntimeImpl::wake() {
   if (transport_open_) bundle_.transport->wake();
 }
 
-Request RuntimeImpl::makeRequest(OpType type, const TensorView& input, const OpOptions& options) {
+Status RuntimeImpl::resolveSet(int32_t id, OpType type, const std::string& name,
+                               ProcessSetInfo* set) const {
+  const std::string head =
+      std::string(opTypeName(type)) + (name.empty() ? std::string() : " '" + name + "'") + ": ";
+  Status known = sets_.lookup(id, set);
+  if (!known.isOk()) return Status::invalidArgument(head + known.message());
+  if (set->rankOf(rank_) < 0) {
+    return Status::invalidArgument(
+        head + "rank " + std::to_string(rank_) + " is not in process set " + std::to_string(id) +
+        " (ranks " + shapeToString(std::vector<int64_t>(set->ranks.begin(), set->ranks.end())) +
+        "); only its members may run its collectives");
+  }
+  return Status::ok();
+}
+
+Request RuntimeImpl::makeRequest(OpType type, const TensorView& input, const OpOptions& options,
+                                 const ProcessSetInfo& set) {
   Request r;
   r.rank = rank_;
   r.type = type;
+  r.process_set = set.id;
   // Generated even when validation fails below, so that the counter stays in
-  // step across ranks that issue the same calls.
-  r.name = options.name.empty()
-               ? std::string(opTypeName(type)) + ".noname." + std::to_string(name_counter_++)
-               : options.name;
+  // step across the set's ranks that issue the same calls.
+  r.name = options.name.empty() ? std::string(opTypeName(type)) + ".noname." +
+                                      std::to_string(sets_.nextNameNumber(set.id))
+                                : options.name;
   r.dtype = input.dtype;
   r.reduce_op = options.reduce_op;
   r.shape = input.shape;
-  r.root = options.root;
+  // Within the set (checkEntry refuses a root outside it).
+  r.root = set.id == kGlobalProcessSet ? options.root : set.rankOf(options.root);
   r.prescale = options.prescale;
   r.postscale = options.postscale;
   r.splits = options.splits;
@@ -94,9 +113,28 @@ Status RuntimeImpl::resolveCompression(const OpOptions& options, Request* reques
 }
 
 Status RuntimeImpl::checkEntry(TensorEntry* entry, const TensorView& input,
-                               const TensorView* output, const OpOptions& options) {
+                               const TensorView* output, const OpOptions& options,
+                               const ProcessSetInfo& set) {
+  const Request& r = entry->request;
+  if (set.id != kGlobalProcessSet) {
+    const std::string head = std::string(opTypeName(r.type)) + " '" + r.name + "': ";
+    if (r.type == OpType::kBroadcast && r.root < 0) {
+      return Status::invalidArgument(
+          head + "root rank " + std::to_string(options.root) + " is not in process set " +
+          std::to_string(set.id) + " (ranks " +
+          shapeToString(std::vector<int64_t>(set.ranks.begin(), set.ranks.end())) +
+          "); the root is a global rank of one of its members");
+    }
+    if (input.device == DeviceType::kCuda) {
+      return Status::invalidArgument(head +
+                                     "CUDA tensors run over the global process set only (process "
+                                     "set " +
+                                     std::to_string(set.id) +
+                                     "); copy the tensor to the CPU for this op");
+    }
+  }
   TUTTI_RETURN_IF_ERROR(resolveCompression(options, &entry->request));
-  TUTTI_RETURN_IF_ERROR(validateLocalRequest(entry->request, input, output, size_));
+  TUTTI_RETURN_IF_ERROR(validateLocalRequest(entry->request, input, output, set.size()));
   return device_->prepare(entry->request, input, output, &entry->ready);
 }
 
@@ -139,9 +177,11 @@ Status RuntimeImpl::enqueue(OpType type, const TensorView& input, const TensorVi
                             const OpOptions& options, Handle* handle) {
   if (handle == nullptr) return Status::invalidArgument("handle must not be null");
   TUTTI_RETURN_IF_ERROR(queue_.closedStatus());
+  ProcessSetInfo set;
+  TUTTI_RETURN_IF_ERROR(resolveSet(options.process_set, type, options.name, &set));
   TensorEntry entry;
-  entry.request = makeRequest(type, input, options);
-  Status checked = checkEntry(&entry, input, output, options);
+  entry.request = makeRequest(type, input, options, set);
+  Status checked = checkEntry(&entry, input, output, options, set);
   if (!checked.isOk()) return announceInvalid({std::move(entry.request)}, checked);
   entry.input = input;
   if (output != nullptr) entry.output = *output;
@@ -163,15 +203,18 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
                                    " inputs and " + std::to_string(outputs.size()) +
                                    " outputs; expected the same number, at least one");
   }
-  const std::string base =
-      options.name.empty() ? "allreduce.noname." + std::to_string(name_counter_++) : options.name;
-  const int32_t group_id = group_counter_++;
+  ProcessSetInfo set;
+  TUTTI_RETURN_IF_ERROR(resolveSet(options.process_set, OpType::kAllreduce, options.name, &set));
+  const std::string base = options.name.empty()
+                               ? "allreduce.noname." + std::to_string(sets_.nextNameNumber(set.id))
+                               : options.name;
+  const int32_t group_id = sets_.nextGroupId(set.id);
   std::vector<TensorEntry> entries;
   for (size_t i = 0; i < inputs.size(); ++i) {
     OpOptions o = options;
     o.name = base + "." + std::to_string(i);
     TensorEntry e;
-    e.request = makeRequest(OpType::kAllreduce, inputs[i], o);
+    e.request = makeRequest(OpType::kAllreduce, inputs[i], o, set);
     e.request.group_id = group_id;
     e.request.group_size = static_cast<int32_t>(inputs.size());
     e.input = inputs[i];
@@ -179,7 +222,7 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
     entries.push_back(std::move(e));
   }
   for (size_t i = 0; i < entries.size(); ++i) {
-    Status checked = checkEntry(&entries[i], inputs[i], &outputs[i], options);
+    Status checked = checkEntry(&entries[i], inputs[i], &outputs[i], options, set);
     if (checked.isOk()) continue;
     // The whole group fails: every member is announced with the error.
     std::vector<Request> requests;
@@ -189,9 +232,10 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
   return submit(std::move(entries), handles);
 }
 
-Status RuntimeImpl::barrier(Handle* handle) {
+Status RuntimeImpl::barrier(Handle* handle, int32_t process_set) {
   OpOptions o;
-  o.name = "__barrier." + std::to_string(barrier_counter_++);
+  o.process_set = process_set;
+  o.name = "__barrier." + std::to_string(sets_.nextBarrierNumber(process_set));
   return enqueue(OpType::kBarrier, TensorView{}, nullptr, o, handle);
 }
 
@@ -309,8 +353,20 @@ Status Runtime::alltoall(const TensorView& input, const OpOptions& options, Hand
 Status Runtime::reducescatter(const TensorView& input, const OpOptions& options, Handle* handle) {
   return impl_->enqueue(OpType::kReducescatter, input, nullptr, options, handle);
 }
-Status Runtime::barrier(Handle* handle) {
-  return impl_->barrier(handle);
+Status Runtime::barrier(Handle* handle, int32_t process_set) {
+  return impl_->barrier(handle, process_set);
+}
+Status Runtime::addProcessSet(const std::vector<int>& ranks, int32_t* id) {
+  return impl_->addProcessSet(ranks, id);
+}
+Status Runtime::removeProcessSet(int32_t id) {
+  return impl_->removeProcessSet(id);
+}
+Status Runtime::processSet(int32_t id, ProcessSetInfo* out) const {
+  return impl_->processSets().lookup(id, out);
+}
+std::vector<ProcessSetInfo> Runtime::processSets() const {
+  return impl_->processSets().all();
 }
 Status Runtime::join(Handle* handle) {
   return impl_->join(handle);

@@ -36,6 +36,8 @@
 #include <vector>
 
 #include "coordinator/compressor_set.h"
+#include "coordinator/process_sets.h"
+#include "core/message.h"
 #include "core/settings.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -55,14 +57,23 @@ struct OpOptions {
   // for prescale); kAverage divides by size(), as ops/reduce.h scaleInPlace.
   double prescale = 1.0;
   double postscale = 1.0;
-  int root = 0;                 // broadcast: rank whose tensor is sent
-  std::vector<int64_t> splits;  // alltoall: rows sent to each rank (size() entries); empty = even
+  // Broadcast: the (global) rank whose tensor is sent; a member of the set.
+  int root = 0;
+  // Alltoall: rows sent to each rank of the set, in the set's rank order
+  // (one entry per member); empty = even.
+  std::vector<int64_t> splits;
   // Allreduce: compression spec (core/compression_spec.h: none, fp16, bf16,
   // topk:<ratio>, int8[:<block>]); "" = the job's TUTTI_COMPRESSION. Applies
   // to sum/average of floating-point tensors; integer and bool tensors and
   // other reduce ops pass through. Every rank must use the same spec for a
   // tensor (else kMismatch naming the specs). Ignored by other ops.
   std::string compression;
+  // The process set the op runs over (coordinator/process_sets.h): its
+  // members, in their order, take the place of every rank in the
+  // descriptions below (size() is the set's size, ranks are within the set,
+  // except `root`). kInvalidArgument at enqueue for an unknown set or one
+  // this rank is not in.
+  int32_t process_set = kGlobalProcessSet;
 };
 
 class RuntimeImpl;
@@ -123,12 +134,27 @@ class Runtime {
   // [offset_r, offset_r + rows_r) of the result, where rows_r = d0 / size plus
   // one for the first d0 % size ranks. Output: output(handle).
   Status reducescatter(const TensorView& input, const OpOptions& options, Handle* handle);
-  // Completes on every rank after every rank entered it.
-  Status barrier(Handle* handle);
+  // Completes on every rank (of the set) after every rank entered it.
+  Status barrier(Handle* handle, int32_t process_set = kGlobalProcessSet);
   // This rank has no more data: until every rank joined, it takes part in
   // other ranks' allreduces with zeros. Completes when all ranks joined;
   // joinResult(handle) is the last rank to join (same on every rank).
   Status join(Handle* handle);
+
+  // Process sets (coordinator/process_sets.h). Registers the set of these
+  // global ranks (any order, distinct, in [0, size())) and returns its id;
+  // collective over the job: every rank calls it, in the same order, with the
+  // same ranks. Blocks until registered. Errors, on every rank:
+  // kInvalidArgument (bad ranks on some rank, or a set with these ranks exists
+  // already), kMismatch (ranks differ across ranks).
+  Status addProcessSet(const std::vector<int>& ranks, int32_t* id);
+  // Removes a set; collective over the job like addProcessSet. Its pending
+  // ops fail with kInvalidArgument. kInvalidArgument for id 0 (the global set)
+  // or an unknown id.
+  Status removeProcessSet(int32_t id);
+  // The registered sets (any thread); lookup: kInvalidArgument when unknown.
+  Status processSet(int32_t id, ProcessSetInfo* out) const;
+  std::vector<ProcessSetInfo> processSets() const;
 
   // Handle methods: thread-safe. An unknown or released handle is
   // kInvalidArgument.
@@ -143,7 +169,7 @@ class Runtime {
   // (nullptr otherwise). Owned by the handle until release().
   OwnedTensor* output(Handle handle) const;
   std::vector<int64_t> receivedSplits(Handle handle) const;
-  int joinResult(Handle handle) const;
+  int joinResult(Handle handle) const;  // join: last rank; add process set: the id
   // Forgets a completed handle and frees its output. Releasing a pending
   // handle is kInvalidArgument.
   Status release(Handle handle);

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "coordinator/device_executor.h"
 #include "coordinator/executor.h"
 #include "coordinator/handle_table.h"
+#include "coordinator/process_sets.h"
 #include "coordinator/response_cache.h"
 #include "coordinator/runtime.h"
 #include "coordinator/stall_inspector.h"
@@ -65,12 +67,23 @@ class RuntimeImpl {
   Status groupedAllreduce(const std::vector<TensorView>& inputs,
                           const std::vector<TensorView>& outputs, const OpOptions& options,
                           std::vector<Handle>* handles);
-  Status barrier(Handle* handle);
+  Status barrier(Handle* handle, int32_t process_set);
   Status join(Handle* handle);
+
+  // Process sets (process_set_ops.cc; coordinator/process_sets.h).
+  ProcessSetTable& processSets() { return sets_; }
+  Status addProcessSet(const std::vector<int>& ranks, int32_t* id);
+  Status removeProcessSet(int32_t id);
 
  private:
   // Enqueue helpers (runtime.cc).
-  Request makeRequest(OpType type, const TensorView& input, const OpOptions& options);
+  // The set an op runs over: kInvalidArgument when it is unknown or this
+  // rank is not a member (not announced: no other rank waits for this one).
+  Status resolveSet(int32_t id, OpType type, const std::string& name, ProcessSetInfo* set) const;
+  Request makeRequest(OpType type, const TensorView& input, const OpOptions& options,
+                      const ProcessSetInfo& set);
+  // Enqueues a process set registration or removal and waits for it.
+  Status runProcessSetOp(Request request, Completion* done);
   // Fills request->compression for an allreduce: the option's spec or the
   // job's, canonical; kInvalidArgument for a bad spec.
   Status resolveCompression(const OpOptions& options, Request* request) const;
@@ -78,7 +91,7 @@ class RuntimeImpl {
   // This rank's checks of one entry (compression spec, request_validation.h,
   // device); on success the entry is ready to submit.
   Status checkEntry(TensorEntry* entry, const TensorView& input, const TensorView* output,
-                    const OpOptions& options);
+                    const OpOptions& options, const ProcessSetInfo& set);
   // A request that failed this rank's checks: still announced (with
   // request.error), so that rank 0 fails the name on every rank with the same
   // message; returns that message ("op 'name': rank R: what"), with `failed`'s code.
@@ -93,8 +106,19 @@ class RuntimeImpl {
   Status workerRound(std::vector<ControlMessage>& messages, Clock::time_point now, bool* done);
   Status sendResponses(std::vector<Response> responses, bool shutdown);
   Status executeList(const ResponseList& list);
+  // Runs one op Response of any set on this rank (process_set_ops.cc):
+  // registration and removal on every rank, a set's collectives on its
+  // members; `present` as in executeList.
+  Status executeResponse(const Response& resp, const std::vector<const TensorEntry*>& present,
+                         std::vector<Completion>* completions, bool* executed);
+  Status executeAddProcessSet(const Response& resp, Completion* done);
+  Status executeRemoveProcessSet(const Response& resp, Completion* done);
   void cacheExecuted(const Response& response, const std::vector<TensorEntry>& taken,
                      const std::vector<const TensorEntry*>& present);
+  // Rank 0: a set's requests (by rank within the set) by global rank, as the
+  // response cache keeps them (nullopt for non-members).
+  std::vector<std::optional<Request>> byGlobalRank(std::vector<std::optional<Request>> by_set_rank,
+                                                   int32_t process_set) const;
   void abort(const Status& status);
   // How long a worker waits for rank 0's abort notice, and rank 0 for the
   // survivors to hang up after it: min(1 s, TUTTI_TIMEOUT_SECONDS).
@@ -110,10 +134,10 @@ class RuntimeImpl {
   HandleTable handles_;
   TensorQueue queue_;
   std::atomic<bool> shutdown_requested_{false};
-  std::atomic<int64_t> name_counter_{0};
-  std::atomic<int64_t> barrier_counter_{0};
-  std::atomic<int32_t> group_counter_{0};
-  std::mutex wake_mu_;  // guards the transport's lifetime against wake()
+  // Every registered process set, with its name counters (thread-safe).
+  ProcessSetTable sets_;
+  std::atomic<int64_t> set_op_counter_{0};  // names of registrations/removals
+  std::mutex wake_mu_;                      // guards the transport's lifetime against wake()
   bool transport_open_ = false;
   std::mutex shutdown_mu_;  // serialises shutdown() callers
   std::thread thread_;
@@ -125,7 +149,15 @@ class RuntimeImpl {
 
   // Background thread only.
   BackendBundle bundle_;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Executor> executor_;  // the global set's
+  // Process sets other than the global one this rank is a member of: their
+  // data path and executor (destroyed before bundle_'s transport).
+  struct SetExecution {
+    SetBackend data;
+    std::unique_ptr<Executor> executor;
+  };
+  std::map<int32_t, SetExecution> set_exec_;
+  Executor* last_executor_ = nullptr;  // the one executeResponse() ran, for the timeline
   ResponseCache cache_;
   std::unique_ptr<Controller> controller_;  // rank 0
   std::unique_ptr<StallInspector> stall_;   // rank 0

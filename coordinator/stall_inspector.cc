@@ -46,6 +46,12 @@ std::string failsIn(StallInspector::Clock::duration shutdown,
   return out.str();
 }
 
+// " in process set N" for a set other than the global one.
+std::string inSet(int32_t process_set) {
+  if (process_set == kGlobalProcessSet) return "";
+  return " in process set " + std::to_string(process_set);
+}
+
 }  // namespace
 
 StallInspector::StallInspector(double check_seconds, double shutdown_seconds, Clock::time_point now)
@@ -70,17 +76,17 @@ void StallInspector::check(Controller& controller, Clock::time_point now) {
     const Clock::duration waited = now - p.since;
     if (shutdown_.count() > 0 && waited >= shutdown_) {
       std::ostringstream msg;
-      msg << opTypeName(p.type) << " '" << p.name << "' stalled for " << secondsSince(p.since, now)
-          << " s: ranks " << rankList(p.missing)
+      msg << opTypeName(p.type) << " '" << p.name << "'" << inSet(p.process_set) << " stalled for "
+          << secondsSince(p.since, now) << " s: ranks " << rankList(p.missing)
           << " never submitted it (TUTTI_STALL_SHUTDOWN_TIME_SECONDS="
           << std::chrono::duration<double>(shutdown_).count() << ")";
       TUTTI_LOG(kError) << msg.str();
-      controller.fail(p.name, StatusCode::kStalled, msg.str());
+      controller.fail(p.key, StatusCode::kStalled, msg.str());
     } else if (warn && waited >= check_) {
-      TUTTI_LOG(kWarning) << "tensor '" << p.name << "' (" << opTypeName(p.type) << ") stalled for "
-                          << secondsSince(p.since, now) << " s: ranks " << rankList(p.missing)
-                          << " have not submitted it; ranks " << rankList(p.submitted) << " have; "
-                          << failsIn(shutdown_, waited);
+      TUTTI_LOG(kWarning) << "tensor '" << p.name << "' (" << opTypeName(p.type)
+                          << inSet(p.process_set) << ") stalled for " << secondsSince(p.since, now)
+                          << " s: ranks " << rankList(p.missing) << " have not submitted it; ranks "
+                          << rankList(p.submitted) << " have; " << failsIn(shutdown_, waited);
     }
   }
   if (warn) next_check_ = now + check_;

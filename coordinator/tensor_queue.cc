@@ -17,8 +17,8 @@ Status TensorQueue::add(std::vector<TensorEntry> entries) {
   if (closed_) return *closed_;
   std::unordered_set<std::string> seen;
   for (const TensorEntry& e : entries) {
-    const std::string& name = e.request.name;
-    if (in_flight_.count(name) || !seen.insert(name).second) {
+    const std::string key = tensorKey(e.request.process_set, e.request.name);
+    if (in_flight_.count(key) || !seen.insert(key).second) {
       return duplicate(e.request);
     }
   }
@@ -26,8 +26,8 @@ Status TensorQueue::add(std::vector<TensorEntry> entries) {
   for (TensorEntry& e : entries) {
     e.enqueued = now;
     new_requests_.push_back(e.request);
-    std::string name = e.request.name;
-    in_flight_.emplace(std::move(name), std::move(e));
+    std::string key = tensorKey(e.request.process_set, e.request.name);
+    in_flight_.emplace(std::move(key), std::move(e));
   }
   return Status::ok();
 }
@@ -35,7 +35,8 @@ Status TensorQueue::add(std::vector<TensorEntry> entries) {
 Status TensorQueue::announce(Request request) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return *closed_;
-  if (in_flight_.count(request.name)) {
+  std::string key = tensorKey(request.process_set, request.name);
+  if (in_flight_.count(key)) {
     return duplicate(request);
   }
   // The name stays in flight, under handle 0 (never a live handle, so its
@@ -44,9 +45,8 @@ Status TensorQueue::announce(Request request) {
   TensorEntry placeholder;
   placeholder.request = request;
   placeholder.enqueued = std::chrono::steady_clock::now();
-  std::string name = request.name;
   new_requests_.push_back(std::move(request));
-  in_flight_.emplace(std::move(name), std::move(placeholder));
+  in_flight_.emplace(std::move(key), std::move(placeholder));
   return Status::ok();
 }
 
@@ -57,13 +57,27 @@ std::vector<Request> TensorQueue::takeNewRequests() {
   return out;
 }
 
-bool TensorQueue::take(const std::string& name, TensorEntry* out) {
+bool TensorQueue::take(const std::string& key, TensorEntry* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = in_flight_.find(name);
+  auto it = in_flight_.find(key);
   if (it == in_flight_.end()) return false;
   *out = std::move(it->second);
   in_flight_.erase(it);
   return true;
+}
+
+std::vector<TensorEntry> TensorQueue::takeProcessSet(int32_t process_set) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TensorEntry> out;
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (it->second.request.process_set != process_set) {
+      ++it;
+      continue;
+    }
+    out.push_back(std::move(it->second));
+    it = in_flight_.erase(it);
+  }
+  return out;
 }
 
 std::vector<TensorEntry> TensorQueue::close(const Status& status) {

@@ -6,7 +6,8 @@
 // views and the handle. Enqueueing threads add entries; the background thread
 // takes the new requests (to announce them) and later takes each entry out by
 // name when its response executes. A name stays "in flight" from add() until
-// take(): a second add() of that name is kDuplicateName.
+// take(): a second add() of that name in the same process set is
+// kDuplicateName.
 //
 // Threading: every method is thread-safe (one mutex). Nothing blocks.
 
@@ -27,7 +28,7 @@
 namespace tutti {
 
 struct TensorEntry {
-  Request request;    // request.name is the key; request.rank is this rank
+  Request request;    // tensorKey(process_set, name) is the key; request.rank is this rank
   TensorView input;   // borrowed; empty for barrier and join
   TensorView output;  // borrowed; allreduce and broadcast only
   Handle handle = 0;
@@ -50,8 +51,11 @@ class TensorQueue {
   Status announce(Request request);
   // Requests added since the last call, in enqueue order.
   std::vector<Request> takeNewRequests();
-  // Removes the entry of that name; false when there is none.
-  bool take(const std::string& name, TensorEntry* out);
+  // Removes the entry of that key (core/message.h tensorKey(process set,
+  // name)); false when there is none.
+  bool take(const std::string& key, TensorEntry* out);
+  // Removes and returns every entry of a process set (it was removed).
+  std::vector<TensorEntry> takeProcessSet(int32_t process_set);
   // From now on add() fails with `status`. Removes and returns every entry in
   // flight (their handles are the caller's to complete). The first close()
   // decides the status; later calls only drain.

@@ -331,6 +331,7 @@ Timeline::Record Timeline::responseRecord(Record::Kind kind, const Response& res
   r.op = response.type;
   r.dtype = response.dtype;
   r.names = response.names;
+  for (std::string& name : r.names) name = displayName(response.process_set, name);
   r.enqueued_ns.resize(r.names.size(), 0);
   for (size_t i = 0; i < r.names.size() && i < entries.size(); ++i) {
     if (entries[i] != nullptr) r.enqueued_ns[i] = toNs(entries[i]->enqueued);

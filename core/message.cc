@@ -20,13 +20,28 @@ const char* opTypeName(OpType type) {
       return "barrier";
     case OpType::kJoin:
       return "join";
+    case OpType::kAddProcessSet:
+      return "add_process_set";
+    case OpType::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "invalid";
 }
 
+std::string tensorKey(int32_t process_set, const std::string& name) {
+  if (process_set == kGlobalProcessSet) return name;
+  // '\x1f' (unit separator) cannot start a name the APIs accept as text.
+  return "\x1f" + std::to_string(process_set) + "\x1f" + name;
+}
+
+std::string displayName(int32_t process_set, const std::string& name) {
+  if (process_set == kGlobalProcessSet) return name;
+  return name + " (process set " + std::to_string(process_set) + ")";
+}
+
 namespace {
 
-constexpr uint8_t kMaxOpType = static_cast<uint8_t>(OpType::kJoin);
+constexpr uint8_t kMaxOpType = static_cast<uint8_t>(OpType::kRemoveProcessSet);
 constexpr uint32_t kMaxListLength = 1u << 22;
 constexpr size_t kMaxSpecLength = 256;  // compression specs are a few characters
 
@@ -46,6 +61,7 @@ void write(BufferWriter& w, const Request& r) {
   w.putI32(r.group_size);
   w.putString(r.compression);
   w.putString(r.error);
+  w.putI32(r.process_set);
 }
 
 bool read(BufferReader& rd, Request* r) {
@@ -55,7 +71,7 @@ bool read(BufferReader& rd, Request* r) {
             rd.getDouble(&r->prescale) && rd.getDouble(&r->postscale) &&
             rd.getI64Vector(&r->splits) && rd.getU8(&device) && rd.getI32(&r->group_id) &&
             rd.getI32(&r->group_size) && rd.getString(&r->compression, kMaxSpecLength) &&
-            rd.getString(&r->error);
+            rd.getString(&r->error) && rd.getI32(&r->process_set);
   if (!ok || type > kMaxOpType || !isValidDataType(dtype) || !isValidReduceOp(op) || device > 1) {
     return false;
   }
@@ -83,6 +99,7 @@ void write(BufferWriter& w, const Response& r) {
   w.putI32(static_cast<int32_t>(r.error_code));
   w.putString(r.error_message);
   w.putString(r.compression);
+  w.putI32(r.process_set);
 }
 
 bool read(BufferReader& rd, Response* r) {
@@ -100,7 +117,8 @@ bool read(BufferReader& rd, Response* r) {
             rd.getDouble(&r->postscale) && rd.getI32(&r->root) && rd.getU8(&device) &&
             rd.getI64Vector(&r->sizes) && rd.getI64Vector(&r->joined_ranks) &&
             rd.getI32(&r->last_joined_rank) && rd.getI32(&code) &&
-            rd.getString(&r->error_message) && rd.getString(&r->compression, kMaxSpecLength);
+            rd.getString(&r->error_message) && rd.getString(&r->compression, kMaxSpecLength) &&
+            rd.getI32(&r->process_set);
   if (!ok || kind > 1 || type > kMaxOpType || !isValidDataType(dtype) || !isValidReduceOp(op) ||
       device > 1 || code < 0 || code > static_cast<int32_t>(StatusCode::kInternal)) {
     return false;

@@ -24,8 +24,23 @@ enum class OpType : uint8_t {
   kReducescatter = 4,
   kBarrier = 5,
   kJoin = 6,
+  // Registration and removal of a process set: collective over the global
+  // set (coordinator/process_sets.h).
+  kAddProcessSet = 7,
+  kRemoveProcessSet = 8,
 };
 const char* opTypeName(OpType type);
+
+// The global process set (every rank of the job).
+constexpr int32_t kGlobalProcessSet = 0;
+
+// The key under which a rank's tensor queue, rank 0's controller and the
+// response cache know a tensor: the name alone in the global set, else the
+// set id and the name (the same name may be in flight in two sets at once).
+std::string tensorKey(int32_t process_set, const std::string& name);
+// How logs and the timeline show a tensor: the name, plus
+// " (process set N)" outside the global set.
+std::string displayName(int32_t process_set, const std::string& name);
 
 // One rank's announcement that a named tensor is ready.
 struct Request {
@@ -50,6 +65,11 @@ struct Request {
   // still goes to rank 0, which fails the name on every rank with
   // kInvalidArgument naming this rank, so that no rank waits for it.
   std::string error;
+  // The process set the op runs over (kGlobalProcessSet = every rank). For
+  // a broadcast in another set, `root` is the root's rank within the set.
+  // kAddProcessSet: `splits` holds the set's global ranks, ascending;
+  // kRemoveProcessSet: `root` holds the set's id.
+  int32_t process_set = kGlobalProcessSet;
 };
 
 struct RequestList {
@@ -89,12 +109,17 @@ struct Response {
   // Allreduce: the canonical compression spec every rank asked for ("" for
   // other ops); fusion only merges responses with the same one.
   std::string compression;
+  // The process set of every name in the response; only its members execute
+  // it (rank, size, joined_ranks, sizes and root are within the set).
+  // kAddProcessSet: sizes holds the new set's ranks; kRemoveProcessSet: root
+  // holds the id.
+  int32_t process_set = kGlobalProcessSet;
 };
 
 struct ResponseList {
   std::vector<Response> responses;
-  // Set when every rank asked to shut down, or a peer was lost: the
-  // receivers stop after executing the list.
+  // Set once any rank asked to shut down (rank 0 then stops every rank), or
+  // when a peer was lost: the receivers stop after executing the list.
   bool shutdown = false;
   // kPeerLost etc.: every pending and later op fails with this status.
   StatusCode abort_code = StatusCode::kOk;

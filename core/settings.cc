@@ -7,83 +7,12 @@
 #include <sstream>
 
 #include "core/compression_spec.h"
+#include "core/slurm.h"
 
 namespace tutti {
 namespace {
 
 constexpr double kMaxInt = 9.0e15;
-
-const std::vector<SettingSpec> kSpecs = {
-    {"TUTTI_RANK", SettingType::kInt, "0", 0, 1 << 20, "", "rank of this process in the job"},
-    {"TUTTI_SIZE", SettingType::kInt, "1", 1, 1 << 20, "",
-     "number of ranks in the job (world size)"},
-    {"TUTTI_LOCAL_RANK", SettingType::kInt, "", 0, 1 << 20, "",
-     "rank among the ranks on this host (default: TUTTI_RANK)"},
-    {"TUTTI_LOCAL_SIZE", SettingType::kInt, "", 1, 1 << 20, "",
-     "ranks on this host (default: TUTTI_SIZE)"},
-    {"TUTTI_CROSS_RANK", SettingType::kInt, "0", 0, 1 << 20, "",
-     "index of this host among the job's hosts"},
-    {"TUTTI_CROSS_SIZE", SettingType::kInt, "1", 1, 1 << 20, "", "number of hosts in the job"},
-    {"TUTTI_RENDEZVOUS_ADDR", SettingType::kString, "127.0.0.1", 0, 0, "",
-     "address of the rendezvous server (hosted by tuttirun, or by rank 0 without it)"},
-    {"TUTTI_RENDEZVOUS_PORT", SettingType::kInt, "29500", 1, 65535, "",
-     "TCP port of the rendezvous server"},
-    {"TUTTI_RENDEZVOUS_SERVER", SettingType::kChoice, "rank0", 0, 0, "rank0,external",
-     "who serves the rendezvous: rank0 (a program started by hand) or external (tuttirun)"},
-    {"TUTTI_SECRET", SettingType::kString, "", 0, 0, "",
-     "per-job secret every connection proves it knows (set by tuttirun; required when size > 1)"},
-    {"TUTTI_HOSTNAME", SettingType::kString, "", 0, 0, "",
-     "address other ranks use to reach this rank (default: the address this host uses to reach the "
-     "rendezvous server)"},
-    {"TUTTI_FUSION_THRESHOLD_BYTES", SettingType::kInt, "1048576", 0, kMaxInt, "",
-     "fusion buffer size in bytes; 0 disables fusion"},
-    {"TUTTI_CYCLE_TIME_MS", SettingType::kDouble, "0", 0, 10000, "",
-     "milliseconds to wait before each negotiation round (0: start a round as soon as work is "
-     "queued)"},
-    {"TUTTI_CACHE_CAPACITY", SettingType::kInt, "1024", 0, 1 << 24, "",
-     "entries in the response cache; 0 disables it"},
-    {"TUTTI_STALL_CHECK_TIME_SECONDS", SettingType::kDouble, "60", 0, 1e7, "",
-     "seconds before a tensor not submitted by every rank is reported as stalled (0: never)"},
-    {"TUTTI_STALL_SHUTDOWN_TIME_SECONDS", SettingType::kDouble, "1800", 0, 1e7, "",
-     "seconds after which stalled ops fail on every rank (default 1800, torch.distributed's "
-     "timeout; 0: never, they only warn)"},
-    {"TUTTI_TIMEOUT_SECONDS", SettingType::kDouble, "30", 0.001, 1e7, "",
-     "seconds to wait for peers at start, and for a silent peer connection (dead host, cut "
-     "link: TCP keepalive) before that peer is declared lost; a hung peer process whose host "
-     "still answers is a stall instead (TUTTI_STALL_*)"},
-    {"TUTTI_SEGMENT_BYTES", SettingType::kInt, "262144", 1, kMaxInt, "",
-     "bytes per pipelined segment of ring collectives"},
-    {"TUTTI_SHM", SettingType::kChoice, "auto", 0, 0, "auto,off",
-     "shared memory between ranks on the same host: auto = data between two ranks of one host "
-     "goes through a shared-memory ring instead of loopback TCP; off = always TCP"},
-    {"TUTTI_TIMELINE", SettingType::kString, "", 0, 0, "",
-     "write a Chrome-trace timeline: each rank writes this path with .rank<R> inserted before "
-     "the extension (docs/timeline.md)"},
-    {"TUTTI_TIMELINE_MARK_CYCLES", SettingType::kInt, "0", 0, 1, "",
-     "1: the timeline also marks every background-loop round"},
-    {"TUTTI_BACKEND", SettingType::kChoice, "auto", 0, 0, "auto,tcp,mpi,nccl",
-     "collective backend: tcp, mpi, nccl (when built; see tuttirun --check-build), or auto = mpi "
-     "when the job runs under Open MPI's mpirun, else tcp. nccl: CUDA tensors through NCCL (one "
-     "GPU per rank), host tensors and negotiation through tcp; with the others CUDA tensors are "
-     "staged through pinned host memory (several ranks may share a GPU)"},
-    {"TUTTI_COMPRESSION", SettingType::kCompression, "none", 0, 0, "",
-     "default gradient compression of float allreduce (sum/average) where the op does not choose "
-     "one (C API: empty spec; Python: compression=None, DistributedOptimizer): none, fp16, bf16, "
-     "topk:<ratio>[:warmup=<steps>], int8[:<block>]; integer tensors and other ops are never "
-     "compressed"},
-    {"TUTTI_COMPRESSION_ZSTD_LEVEL", SettingType::kInt, "0", 0, 19, "",
-     "zstd level for the tcp backend's data sent over TCP (not shared memory), per frame, "
-     "sent raw where it does not save 10 % (0: off, the plain byte stream); the same on every "
-     "rank (checked at connect)"},
-    {"TUTTI_ELASTIC_WORKER_ID", SettingType::kInt, "-1", -1, 2147483647, "",
-     "elastic training: this worker's job-unique id, set by tuttirun's elastic driver; init then "
-     "joins the driver's next membership generation (-1: not elastic; docs/elastic.md)"},
-    {"TUTTI_ELASTIC_TIMEOUT_SECONDS", SettingType::kDouble, "600", 0.001, 1e7, "",
-     "elastic training: seconds a joining worker waits for a generation that includes it and for "
-     "its members to meet"},
-    {"TUTTI_LOG_LEVEL", SettingType::kChoice, "warning", 0, 0, "trace,debug,info,warning,error",
-     "least severe log level printed"},
-};
 
 std::string formatNumber(double v) {
   // Integral values print as integers ("1048576", not "1.04858e+06").
@@ -93,6 +22,100 @@ std::string formatNumber(double v) {
   std::ostringstream out;
   out << std::setprecision(15) << v;
   return out.str();
+}
+
+// A default as it would appear in the environment, from Settings' initialisers.
+std::string text(double v) {
+  return formatNumber(v);
+}
+std::string text(const std::string& v) {
+  return v;
+}
+
+// Built on first use (flag tables of other files read it while they are
+// initialised).
+const std::vector<SettingSpec>& specTable() {
+  static const Settings d;
+  static const std::vector<SettingSpec> specs = {
+      {"TUTTI_RANK", SettingType::kInt, text(d.rank), 0, 1 << 20, "",
+       "rank of this process in the job (unset in an srun task: the placement, rendezvous host "
+       "and port come from Slurm's variables, core/slurm.h)"},
+      {"TUTTI_SIZE", SettingType::kInt, text(d.size), 1, 1 << 20, "",
+       "number of ranks in the job (world size)"},
+      {"TUTTI_LOCAL_RANK", SettingType::kInt, "", 0, 1 << 20, "",
+       "rank among the ranks on this host (default: TUTTI_RANK)"},
+      {"TUTTI_LOCAL_SIZE", SettingType::kInt, "", 1, 1 << 20, "",
+       "ranks on this host (default: TUTTI_SIZE)"},
+      {"TUTTI_CROSS_RANK", SettingType::kInt, text(d.cross_rank), 0, 1 << 20, "",
+       "index of this host among the job's hosts"},
+      {"TUTTI_CROSS_SIZE", SettingType::kInt, text(d.cross_size), 1, 1 << 20, "",
+       "number of hosts in the job"},
+      {"TUTTI_RENDEZVOUS_ADDR", SettingType::kString, text(d.rendezvous_addr), 0, 0, "",
+       "address of the rendezvous server (hosted by tuttirun, or by rank 0 without it)"},
+      {"TUTTI_RENDEZVOUS_PORT", SettingType::kInt, text(d.rendezvous_port), 1, 65535, "",
+       "TCP port of the rendezvous server"},
+      {"TUTTI_RENDEZVOUS_SERVER", SettingType::kChoice,
+       d.rank0_hosts_rendezvous ? "rank0" : "external", 0, 0, "rank0,external",
+       "who serves the rendezvous: rank0 (a program started by hand) or external (tuttirun)"},
+      {"TUTTI_SECRET", SettingType::kString, text(d.secret), 0, 0, "",
+       "per-job secret every connection proves it knows (set by tuttirun; required when size > 1)"},
+      {"TUTTI_HOSTNAME", SettingType::kString, text(d.hostname), 0, 0, "",
+       "address other ranks use to reach this rank (default: the address this host uses to reach "
+       "the "
+       "rendezvous server)"},
+      {"TUTTI_FUSION_THRESHOLD_BYTES", SettingType::kInt, text(d.fusion_threshold_bytes), 0,
+       kMaxInt, "", "fusion buffer size in bytes; 0 disables fusion"},
+      {"TUTTI_CYCLE_TIME_MS", SettingType::kDouble, text(d.cycle_time_ms), 0, 10000, "",
+       "milliseconds to wait before each negotiation round (0: start a round as soon as work is "
+       "queued)"},
+      {"TUTTI_CACHE_CAPACITY", SettingType::kInt, text(d.cache_capacity), 0, 1 << 24, "",
+       "entries in the response cache; 0 disables it"},
+      {"TUTTI_STALL_CHECK_TIME_SECONDS", SettingType::kDouble, text(d.stall_check_time_seconds), 0,
+       1e7, "",
+       "seconds before a tensor not submitted by every rank is reported as stalled (0: never)"},
+      {"TUTTI_STALL_SHUTDOWN_TIME_SECONDS", SettingType::kDouble,
+       text(d.stall_shutdown_time_seconds), 0, 1e7, "",
+       "seconds after which stalled ops fail on every rank (the default is torch.distributed's "
+       "timeout; 0: never, they only warn)"},
+      {"TUTTI_TIMEOUT_SECONDS", SettingType::kDouble, text(d.timeout_seconds), 0.001, 1e7, "",
+       "seconds to wait for peers at start, and for a silent peer connection (dead host, cut "
+       "link: TCP keepalive) before that peer is declared lost; a hung peer process whose host "
+       "still answers is a stall instead (TUTTI_STALL_*)"},
+      {"TUTTI_SEGMENT_BYTES", SettingType::kInt, text(d.segment_bytes), 1, kMaxInt, "",
+       "bytes per pipelined segment of ring collectives"},
+      {"TUTTI_SHM", SettingType::kChoice, text(d.shm), 0, 0, "auto,off",
+       "shared memory between ranks on the same host: auto = data between two ranks of one host "
+       "goes through a shared-memory ring instead of loopback TCP; off = always TCP"},
+      {"TUTTI_TIMELINE", SettingType::kString, text(d.timeline), 0, 0, "",
+       "write a Chrome-trace timeline: each rank writes this path with .rank<R> inserted before "
+       "the extension (docs/timeline.md)"},
+      {"TUTTI_TIMELINE_MARK_CYCLES", SettingType::kInt, text(d.timeline_mark_cycles), 0, 1, "",
+       "1: the timeline also marks every background-loop round"},
+      {"TUTTI_BACKEND", SettingType::kChoice, "auto", 0, 0, "auto,tcp,mpi,nccl",
+       "collective backend: tcp, mpi, nccl (when built; see tuttirun --check-build), or auto = mpi "
+       "when the job runs under Open MPI's mpirun, else tcp. nccl: CUDA tensors through NCCL (one "
+       "GPU per rank), host tensors and negotiation through tcp; with the others CUDA tensors are "
+       "staged through pinned host memory (several ranks may share a GPU)"},
+      {"TUTTI_COMPRESSION", SettingType::kCompression, text(d.compression), 0, 0, "",
+       "default gradient compression of float allreduce (sum/average) where the op does not choose "
+       "one (C API: empty spec; Python: compression=None, DistributedOptimizer): none, fp16, bf16, "
+       "topk:<ratio>[:warmup=<steps>], int8[:<block>]; integer tensors and other ops are never "
+       "compressed"},
+      {"TUTTI_COMPRESSION_ZSTD_LEVEL", SettingType::kInt, text(d.compression_zstd_level), 0, 19, "",
+       "zstd level for the tcp backend's data sent over TCP (not shared memory), per frame, "
+       "sent raw where it does not save 10 % (0: off, the plain byte stream); the same on every "
+       "rank (checked at connect)"},
+      {"TUTTI_ELASTIC_WORKER_ID", SettingType::kInt, text(d.elastic_worker_id), -1, 2147483647, "",
+       "elastic training: this worker's job-unique id, set by tuttirun's elastic driver; init then "
+       "joins the driver's next membership generation (-1: not elastic; docs/elastic.md)"},
+      {"TUTTI_ELASTIC_TIMEOUT_SECONDS", SettingType::kDouble, text(d.elastic_timeout_seconds),
+       0.001, 1e7, "",
+       "elastic training: seconds a joining worker waits for a generation that includes it and for "
+       "its members to meet"},
+      {"TUTTI_LOG_LEVEL", SettingType::kChoice, text(d.log_level), 0, 0,
+       "trace,debug,info,warning,error", "least severe log level printed"},
+  };
+  return specs;
 }
 
 std::string rangeText(const SettingSpec& spec) {
@@ -156,11 +179,11 @@ Status mpirunPlacement(const EnvLookup& env, Settings* s) {
 }  // namespace
 
 const std::vector<SettingSpec>& settingSpecs() {
-  return kSpecs;
+  return specTable();
 }
 
 const SettingSpec* findSettingSpec(const std::string& name) {
-  for (const auto& spec : kSpecs) {
+  for (const auto& spec : specTable()) {
     if (name == spec.name) return &spec;
   }
   return nullptr;
@@ -292,6 +315,10 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   TUTTI_RETURN_IF_ERROR(readInt("TUTTI_ELASTIC_WORKER_ID", &s.elastic_worker_id));
   TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s.elastic_timeout_seconds));
 
+  // A task of `srun`: Slurm's placement where TUTTI_* does not say otherwise.
+  const bool slurm = underSlurmStep(env);
+  if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
+
   // Cross-field rules.
   if (s.rank >= s.size) {
     return Status::invalidArgument("TUTTI_RANK=" + std::to_string(s.rank) +
@@ -317,6 +344,12 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   }
   // MPI authenticates its own job; the secret guards tcp connections (an
   // elastic worker always talks to the driver's store).
+  if (slurm && s.size > 1 && s.secret.empty() && s.backend != "mpi") {
+    return Status::invalidArgument(
+        "TUTTI_SECRET is not set: a job started by srun needs a per-job secret shared by all "
+        "ranks; export one before srun, which passes it to every task, e.g. export "
+        "TUTTI_SECRET=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n')");
+  }
   if ((s.size > 1 || elastic) && s.secret.empty() && s.backend != "mpi") {
     return Status::invalidArgument(
         "TUTTI_SECRET is not set: a job of more than one rank needs a per-job secret shared by all "

@@ -1,9 +1,11 @@
 #pragma once
 
 // The settings registry: every TUTTI_* environment variable is declared once
-// here (name, type, default, accepted range, help) and read into Settings at
-// init(). `tuttirun` flags write the same variables and validate them with the
-// same specs. A bad value is an error naming the variable and the range.
+// here (name, type, accepted range, help) and read into Settings at init().
+// Each default lives in one place, the initialiser of its Settings field
+// below; the registry's table (and so `tuttirun --help`) prints it from there.
+// `tuttirun` flags write the same variables and validate them with the same
+// specs. A bad value is an error naming the variable and the range.
 
 #include <cstdint>
 #include <functional>
@@ -21,7 +23,7 @@ enum class SettingType { kInt, kDouble, kString, kChoice, kCompression };
 struct SettingSpec {
   const char* name;  // "TUTTI_FUSION_THRESHOLD_BYTES"
   SettingType type;
-  const char* default_value;  // as it would appear in the environment; "" = unset
+  std::string default_value;  // as it would appear in the environment; "" = unset
   double min = 0;             // kInt/kDouble: inclusive range
   double max = 0;
   const char* choices = "";  // kChoice: comma-separated accepted values
@@ -36,7 +38,14 @@ const SettingSpec* findSettingSpec(const std::string& name);
 // a number in [0, 10000] (milliseconds to wait before each negotiation round)".
 Status validateSetting(const SettingSpec& spec, const std::string& value);
 
-// Typed values of every setting, read once at init().
+// Pipeline segment of ring collectives, in bytes: TUTTI_SEGMENT_BYTES's
+// default, and what ops/algorithms/ring.h uses when passed 0.
+constexpr int64_t kDefaultSegmentBytes = 256 * 1024;
+
+// Typed values of every setting, read once at init(). The initialisers are
+// the documented defaults (an empty environment gives exactly these, but for
+// the placement fields that loadSettings derives and `backend`, which holds
+// TUTTI_BACKEND=auto resolved).
 struct Settings {
   // Placement (written by tuttirun; by hand when started without it).
   int rank = 0;
@@ -51,15 +60,15 @@ struct Settings {
   std::string secret;                  // per-job secret; never logged
   std::string hostname;  // address peers use to reach this rank ("" = rendezvous route)
   // Runtime knobs.
-  int64_t fusion_threshold_bytes = 0;
+  int64_t fusion_threshold_bytes = 1 << 20;  // 0: no fusion
   double cycle_time_ms = 0;
   int64_t cache_capacity = 1024;
   double stall_check_time_seconds = 60;
   double stall_shutdown_time_seconds = 1800;  // 0: stalled ops only warn, never fail
   double timeout_seconds = 30;
-  int64_t segment_bytes = 0;  // ring pipeline segment size
-  std::string shm = "auto";   // TUTTI_SHM: "auto" (same-host peers via shared memory) or "off"
-  std::string timeline;       // TUTTI_TIMELINE: base path ("" = off), see coordinator/timeline.h
+  int64_t segment_bytes = kDefaultSegmentBytes;  // ring pipeline segment size
+  std::string shm = "auto";  // TUTTI_SHM: "auto" (same-host peers via shared memory) or "off"
+  std::string timeline;      // TUTTI_TIMELINE: base path ("" = off), see coordinator/timeline.h
   bool timeline_mark_cycles = false;
   // "tcp", "mpi" or "nccl" (CUDA tensors through NCCL, the rest as tcp;
   // never chosen by auto): TUTTI_BACKEND=auto (the default) is resolved here, to

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/status.h"
 
 namespace tutti {
 
@@ -39,6 +40,15 @@ struct TensorView {
   int64_t numElements() const { return tutti::numElements(shape); }
   size_t numBytes() const { return static_cast<size_t>(numElements()) * dataTypeSize(dtype); }
 };
+
+// The one check of a tensor's fields, for the C API (raw integers from C) and
+// the runtime (a TensorView): a known dtype and device, no negative
+// dimension, and data non-null unless the tensor has no bytes. Errors are
+// kInvalidArgument naming `what` ("input", "outputs[3]") and what is accepted,
+// e.g. "input dtype 12 is unknown: expected a dtype in [0, 9]".
+Status checkTensorFields(int dtype, int device, const Shape& shape, const void* data,
+                         const std::string& what);
+Status checkTensorView(const TensorView& t, const std::string& what);
 
 // An owned, contiguous CPU tensor: the output of ops whose output size only
 // the runtime knows (allgather, alltoall, reducescatter).

@@ -1,9 +1,14 @@
 #pragma once
 
-// Little-endian binary encoding for wire messages. BufferReader checks every
-// read against the remaining bytes, so malformed input from the network is an
-// error value, never a crash or an over-read.
+// Little-endian binary encoding for wire messages, the one place where bytes
+// on the wire are packed and unpacked: serialized messages, length-prefixed
+// frames (rendezvous requests and replies, transport control messages, zstd
+// frames) and fixed-size records (the connection hello, the shared-memory
+// offer). BufferReader checks every read against the remaining bytes, so
+// malformed input from the network is an error value, never a crash or an
+// over-read.
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -30,9 +35,16 @@ class BufferWriter {
     putRaw(v.data(), v.size() * sizeof(int64_t));
   }
   void putRaw(const void* p, size_t n) {
+    if (n == 0) return;
     const auto* b = static_cast<const uint8_t*>(p);
     bytes_.insert(bytes_.end(), b, b + n);
   }
+  // Zero bytes up to a total of `n` (fixed-size records); nothing when the
+  // writer holds `n` bytes or more already.
+  void padTo(size_t n) {
+    if (bytes_.size() < n) bytes_.resize(n, 0);
+  }
+  size_t size() const { return bytes_.size(); }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
   std::vector<uint8_t> take() { return std::move(bytes_); }
 
@@ -78,5 +90,39 @@ class BufferReader {
   size_t size_;
   size_t pos_ = 0;
 };
+
+// Length-prefixed frames: a u32 body length, then the body.
+constexpr size_t kFrameHeaderBytes = 4;
+using FrameHeader = std::array<uint8_t, kFrameHeaderBytes>;
+
+// Header and body in one buffer, ready to write.
+inline std::vector<uint8_t> framed(const void* body, size_t n) {
+  BufferWriter w;
+  w.putU32(static_cast<uint32_t>(n));
+  w.putRaw(body, n);
+  return w.take();
+}
+inline std::vector<uint8_t> framed(const std::vector<uint8_t>& body) {
+  return framed(body.data(), body.size());
+}
+
+// The body length the kFrameHeaderBytes at `header` announce (the caller
+// bounds it).
+inline uint32_t frameLength(const uint8_t* header) {
+  uint32_t n = 0;
+  BufferReader(header, kFrameHeaderBytes).getU32(&n);
+  return n;
+}
+inline uint32_t frameLength(const FrameHeader& header) {
+  return frameLength(header.data());
+}
+
+// Writes a frame header in place, for a frame whose body length is known only
+// once the body is built behind it.
+inline void setFrameLength(uint8_t* header, uint32_t n) {
+  BufferWriter w;
+  w.putU32(n);
+  std::memcpy(header, w.bytes().data(), kFrameHeaderBytes);
+}
 
 }  // namespace tutti

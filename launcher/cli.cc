@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/settings.h"
+#include "launcher/allocation.h"
 #include "launcher/remote.h"
 #include "tutti/config.h"
 
@@ -19,43 +20,50 @@ struct SettingFlag {
   const char* setting;
   double scale;  // flag value × scale = setting value (1: passed through as text)
   const char* unit;
-  const char* help;
+  const char* help;  // without the default: flagHelp() adds the registry's
 };
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
 const SettingFlag kSettingFlags[] = {
     {"--fusion-threshold-mb", "TUTTI_FUSION_THRESHOLD_BYTES", kMiB, "MB",
-     "fusion buffer size in MiB; 0 disables fusion (default 1)"},
+     "fusion buffer size in MiB; 0 disables fusion"},
     {"--cycle-time-ms", "TUTTI_CYCLE_TIME_MS", 1, "MS",
-     "milliseconds to wait before each negotiation round (default 0: start at once)"},
+     "milliseconds to wait before each negotiation round; 0: start at once"},
     {"--cache-capacity", "TUTTI_CACHE_CAPACITY", 1, "N",
-     "entries in the response cache; 0 disables it (default 1024)"},
+     "entries in the response cache; 0 disables it"},
     {"--timeout-seconds", "TUTTI_TIMEOUT_SECONDS", 1, "S",
      "seconds to wait for peers at start, and for a silent connection (dead host, cut link) "
-     "before the peer is declared lost; a hung process whose host answers is a stall instead "
-     "(default 30)"},
+     "before the peer is declared lost; a hung process whose host answers is a stall instead"},
     {"--stall-check-warning-time-seconds", "TUTTI_STALL_CHECK_TIME_SECONDS", 1, "S",
-     "seconds before a tensor missing on some ranks is reported as stalled; 0: never (default 60)"},
+     "seconds before a tensor missing on some ranks is reported as stalled; 0: never"},
     {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS", 1, "S",
-     "seconds after which stalled ops fail on every rank; 0: never, they only warn (default "
-     "1800)"},
+     "seconds after which stalled ops fail on every rank; 0: never, they only warn"},
     {"--backend", "TUTTI_BACKEND", 1, "NAME",
-     "collective backend: tcp, mpi, nccl (CUDA tensors), or auto = mpi under mpirun, else tcp "
-     "(default auto)"},
+     "collective backend: tcp, mpi, nccl (CUDA tensors), or auto = mpi under mpirun, else tcp"},
     {"--compression", "TUTTI_COMPRESSION", 1, "SPEC",
      "default compression of float allreduce where the op does not choose one (C API: empty "
      "spec; Python: compression=None, DistributedOptimizer): none, fp16, bf16, "
-     "topk:<ratio>[:warmup=<steps>], int8[:<block>] (default none)"},
+     "topk:<ratio>[:warmup=<steps>], int8[:<block>]"},
     {"--compression-zstd-level", "TUTTI_COMPRESSION_ZSTD_LEVEL", 1, "N",
      "zstd level 1..19 for data sent over TCP connections (not shared memory), frames sent raw "
-     "where zstd saves < 10 %; every rank must use the same level; 0: off (default 0)"},
+     "where zstd saves < 10 %; every rank must use the same level; 0: off"},
     {"--timeline-filename", "TUTTI_TIMELINE", 1, "FILE",
      "record a Chrome-trace timeline: each rank writes FILE with .rank<R> inserted before the "
      "extension (docs/timeline.md)"},
     {"--log-level", "TUTTI_LOG_LEVEL", 1, "LEVEL",
-     "trace, debug, info, warning or error, for the ranks and tuttirun (default warning)"},
+     "trace, debug, info, warning or error, for the ranks and tuttirun"},
 };
+
+// The flag's help with its setting's default (core/settings.h, the one place
+// it is written), in the flag's unit.
+std::string flagHelp(const SettingFlag& f) {
+  const SettingSpec* spec = findSettingSpec(f.setting);
+  if (spec == nullptr || spec->default_value.empty()) return f.help;
+  std::string value = spec->default_value;
+  if (f.scale != 1) value = formatNumber(std::stod(value) / f.scale);
+  return std::string(f.help) + " (default " + value + ")";
+}
 
 const SettingFlag* findFlag(const std::string& flag) {
   for (const auto& f : kSettingFlags) {
@@ -141,9 +149,9 @@ Status settingFromFlag(const std::string& flag, const std::string& value,
       st = validateSetting(*spec, converted);
     }
     if (!number || !st.isOk()) {
-      return Status::invalidArgument(flag + " " + value + ": expected a number in [" +
-                                     formatNumber(spec->min / f->scale) + ", " +
-                                     formatNumber(spec->max / f->scale) + "] (" + f->help + ")");
+      return Status::invalidArgument(
+          flag + " " + value + ": expected a number in [" + formatNumber(spec->min / f->scale) +
+          ", " + formatNumber(spec->max / f->scale) + "] (" + flagHelp(*f) + ")");
     }
   } else {
     st = validateSetting(*spec, value);
@@ -287,7 +295,9 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
   app.add_flag("--mpi", o.mpi, "run the job through Open MPI's mpirun (needs the MPI backend)")
       ->group(job);
   const std::string hosts = "Hosts and ssh";
-  app.add_option("-H,--hosts", o.hosts, "hosts and their slots, e.g. a:4,b:4 (default localhost:N)")
+  app.add_option("-H,--hosts", o.hosts,
+                 "hosts and their slots, e.g. a:4,b:4 (default: $OMPI_MCA_orte_default_hostfile, "
+                 "else a Slurm allocation's nodes and tasks, else localhost:N)")
       ->type_name("HOST:SLOTS,...")
       ->group(hosts);
   app.add_option("--hostfile", o.hostfile, "file with one 'host slots=N' per line")
@@ -354,7 +364,7 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
   std::map<std::string, std::string> setting_values;
   const std::string runtime = "Runtime settings (written as TUTTI_* variables)";
   for (const auto& f : kSettingFlags) {
-    app.add_option(f.flag, setting_values[f.flag], std::string(f.help) + " [" + f.setting + "]")
+    app.add_option(f.flag, setting_values[f.flag], flagHelp(f) + " [" + f.setting + "]")
         ->type_name(f.unit)
         ->group(runtime);
   }
@@ -477,8 +487,10 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
   }
   if (!o.hosts.empty() && !o.hostfile.empty()) return fail("-H and --hostfile exclude each other");
   if (o.np == 0 && o.hosts.empty() && o.hostfile.empty() && o.max_np == 0 &&
-      o.discovery_script.empty()) {
-    return fail("-np is required (or -H / --hostfile, whose slots then give the number of ranks)");
+      o.discovery_script.empty() && !mpirunHasAllocation(currentEnvironment())) {
+    return fail(
+        "-np is required (or -H / --hostfile, or an allocation: Slurm's salloc / sbatch, "
+        "$OMPI_MCA_orte_default_hostfile; their slots then give the number of ranks)");
   }
   if (!std::isfinite(o.start_timeout_seconds) || o.start_timeout_seconds < 0 ||
       o.start_timeout_seconds > 1e7) {

@@ -40,9 +40,12 @@ bool parseSlots(const std::string& text, int* slots) {
   return true;
 }
 
-void addHost(std::vector<HostSlots>* hosts, const std::string& host, int slots) {
+// With `merge_local`, the names of this machine (localhost, 127.0.0.1, its
+// host name) are one host: their slots add up under the first one written.
+void addHost(std::vector<HostSlots>* hosts, const std::string& host, int slots,
+             bool merge_local = false) {
   for (auto& h : *hosts) {
-    if (h.host == host) {
+    if (h.host == host || (merge_local && isLocalHost(h.host) && isLocalHost(host))) {
       h.slots += slots;
       return;
     }
@@ -105,7 +108,7 @@ Status parseHostList(const std::string& list, std::vector<HostSlots>* out) {
     HostSlots h;
     Status st = parseHostEntry(entry, 1, &h);
     if (!st.isOk()) return Status::invalidArgument("-H: " + st.message());
-    addHost(&hosts, h.host, h.slots);
+    addHost(&hosts, h.host, h.slots, true);
   }
   if (!list.empty() && list.back() == ',') {
     return Status::invalidArgument("-H: empty entry at the end of '" + list + "'");
@@ -150,7 +153,7 @@ Status parseHostfile(const std::string& text, const std::string& source,
         return bad("slots must be an integer in [1, " + std::to_string(kMaxSlots) + "]");
       }
     }
-    addHost(&hosts, tokens[0], slots);
+    addHost(&hosts, tokens[0], slots, true);
   }
   if (hosts.empty()) return Status::invalidArgument(source + ": no hosts in the hostfile");
   *out = hosts;

@@ -20,11 +20,16 @@ struct HostSlots {
 // host without slots gets `default_slots`. Error: "bad entry 'a:x': expected
 // host:slots with slots an integer in [1, 1048576]".
 Status parseHostEntry(const std::string& entry, int default_slots, HostSlots* out);
-// Appends `h`, or adds its slots to the same host already in `hosts`.
+// Appends `h`, or adds its slots to the host of the same name already in
+// `hosts` (names only: the elastic driver's discovered hosts, which it may
+// blacklist one by one, stay apart even when they name this machine).
 void addHostSlots(std::vector<HostSlots>* hosts, const HostSlots& h);
 
 // Parses "host[:slots],host[:slots],...". A host without ":slots" has 1 slot.
-// A host listed twice gets the sum of its slots, at its first position.
+// A host listed twice gets the sum of its slots, at its first position; so do
+// the names of this machine (isLocalHost: localhost, 127.0.0.1, ::1, its host
+// name), which are one host for placement: -H localhost:2,127.0.0.1:2 is
+// localhost:4 (local ranks 0..3), as in a hostfile.
 Status parseHostList(const std::string& list, std::vector<HostSlots>* out);
 
 // Parses the text of a hostfile. Each line is "host" or "host slots=N";

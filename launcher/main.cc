@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/logging.h"
+#include "launcher/allocation.h"
 #include "launcher/cli.h"
 #include "launcher/discovery.h"
 #include "launcher/elastic_job.h"
@@ -76,7 +77,16 @@ int run(const LaunchOptions& o) {
                   Status(st.code(), "elastic: the first host discovery failed: " + st.message()));
     }
   } else {
+    Allocation allocation;
+    st = findAllocation(currentEnvironment(), &allocation);
     hosts = {{"localhost", std::max(o.np, o.max_np)}};
+    if (st.isOk() && allocation.found) {
+      hosts = allocation.hosts;
+      if (o.verbose) {
+        std::string line = "tuttirun: hosts from " + allocation.source + "\n";
+        writeAll(2, line.data(), line.size());
+      }
+    }
   }
   if (!st.isOk()) return fail(kExitUsage, st);
   int np = o.np > 0 ? o.np : totalSlots(hosts);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "launcher/allocation.h"
 #include "launcher/placement.h"
 
 namespace tutti {
@@ -28,26 +29,34 @@ Status mpirunCommand(const LaunchOptions& o, const MpirunContext& c,
     return Status::invalidArgument("--mpi runs the mpi backend, but TUTTI_BACKEND=" + it->second +
                                    " (from --backend, -x or the environment): drop one of them");
   }
+  // Inside an allocation (Slurm, the MPI Operator's default hostfile) without
+  // -H / --hostfile, mpirun places the ranks from the allocation itself.
+  const bool from_allocation = c.hosts.empty() && mpirunHasAllocation(c.env);
   std::vector<HostSlots> hosts = c.hosts;
   if (hosts.empty()) hosts = {{"localhost", c.np}};
-  std::vector<RankPlacement> placement;
-  TUTTI_RETURN_IF_ERROR(assignRanks(hosts, c.np, &placement));
   int most_local = 0, per_host = 1;
-  for (const RankPlacement& p : placement) {
-    per_host = std::max(per_host, p.local_size);
-    if (isLocalHost(p.host)) most_local = std::max(most_local, p.local_size);
+  if (!from_allocation) {
+    std::vector<RankPlacement> placement;
+    TUTTI_RETURN_IF_ERROR(assignRanks(hosts, c.np, &placement));
+    for (const RankPlacement& p : placement) {
+      per_host = std::max(per_host, p.local_size);
+      if (isLocalHost(p.host)) most_local = std::max(most_local, p.local_size);
+    }
   }
 
   std::vector<std::string>& a = *argv;
   a = {"mpirun"};
   if (c.root) a.push_back("--allow-run-as-root");
-  a.insert(a.end(), {"-np", std::to_string(c.np)});
-  std::string host_list;
-  for (const HostSlots& h : hosts) {
-    if (!host_list.empty()) host_list += ",";
-    host_list += h.host + ":" + std::to_string(h.slots);
+  if (c.np > 0) a.insert(a.end(), {"-np", std::to_string(c.np)});
+  if (!from_allocation) {
+    std::string host_list;
+    for (const HostSlots& h : hosts) {
+      if (!host_list.empty()) host_list += ",";
+      host_list += h.host + ":" + std::to_string(h.slots);
+    }
+    a.insert(a.end(), {"-H", host_list});
   }
-  a.insert(a.end(), {"-H", host_list, "--map-by", "slot", "--bind-to", "none", "--tag-output"});
+  a.insert(a.end(), {"--map-by", "slot", "--bind-to", "none", "--tag-output"});
   if (most_local > c.local_cores) {
     // More ranks than cores here: MPI must yield the CPU while it waits.
     a.insert(a.end(), {"--oversubscribe", "--mca", "mpi_yield_when_idle", "1"});

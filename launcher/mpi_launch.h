@@ -7,10 +7,12 @@
 //
 // The same placement as without --mpi: -np N and the hosts of -H or
 // --hostfile as `-H host:slots,...` with `--map-by slot` (ranks fill the
-// hosts in order). Every TUTTI_* setting (flags, -x and tuttirun's own
-// environment, placement variables excepted) and every -x variable travels
-// as `-x NAME=value`, plus TUTTI_BACKEND=mpi and, unless set,
-// OMP_NUM_THREADS = max(1, cores / ranks per host). Also: --bind-to none,
+// hosts in order). Inside an allocation mpirun reads itself (Slurm, or
+// $OMPI_MCA_orte_default_hostfile) and without -H / --hostfile: no -H, and no
+// -np unless given, so that mpirun places the ranks on the allocation. Every TUTTI_* setting
+// (flags, -x and tuttirun's own environment, placement variables excepted) and every -x variable
+// travels as `-x NAME=value`, plus TUTTI_BACKEND=mpi and, unless set, OMP_NUM_THREADS = max(1,
+// cores / ranks per host). Also: --bind-to none,
 // --tag-output (lines prefixed "[1,rank]<stdout>:"), --allow-run-as-root when
 // run as root, and --oversubscribe with mpi_yield_when_idle when this machine
 // runs more ranks than it has cores. --output-filename, --network-interface
@@ -32,9 +34,9 @@ namespace tutti {
 namespace launcher {
 
 struct MpirunContext {
-  std::vector<HostSlots> hosts;  // parsed -H / --hostfile; empty: localhost:np
-  int np = 0;
-  EnvMap env;  // the job's environment: tuttirun's, then -x, then settings flags
+  std::vector<HostSlots> hosts;  // parsed -H / --hostfile; empty: the allocation or localhost:np
+  int np = 0;                    // 0: mpirun's default (the allocation's slots)
+  EnvMap env;                    // the job's environment: tuttirun's, then -x, then settings flags
   std::vector<std::string> env_names;  // -x names, in order
   int local_cores = 1;                 // cores of this machine
   bool root = false;                   // tuttirun runs as root

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "core/check.h"
-#include "ops/reduce.h"
+#include "core/half.h"
 
 namespace tutti {
 namespace {

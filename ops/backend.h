@@ -1,7 +1,7 @@
 #pragma once
 
-// The interface between the coordinator and a collective backend (tcp today;
-// mpi and nccl later). Each call is one collective over the whole world, made
+// The interface between the coordinator and a collective backend (tcp, mpi
+// and nccl; ops/backend_registry.h picks one). Each call is one collective over the whole world, made
 // by every rank in the same order (the coordinator guarantees it). Buffers are
 // contiguous host memory. Calls block the background thread until the
 // collective finished on this rank or failed.

@@ -1,5 +1,6 @@
 #include "ops/backend_registry.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/logging.h"
@@ -9,6 +10,7 @@
 #include "ops/tcp/rendezvous_server.h"
 #include "ops/tcp/tcp_backend.h"
 #include "ops/tcp/tcp_transport.h"
+#include "ops/subset_transport.h"
 
 // The one place that knows which backend targets this build links (set by
 // ops/CMakeLists.txt on this file only).
@@ -171,8 +173,16 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
     } none;
     TUTTI_RETURN_IF_ERROR(TcpTransport::connect(settings, none, "", &transport));
   }
-  out->backend =
-      std::make_unique<TcpBackend>(*transport, static_cast<size_t>(settings.segment_bytes));
+  const size_t segment_bytes = static_cast<size_t>(settings.segment_bytes);
+  out->backend = std::make_unique<TcpBackend>(*transport, segment_bytes);
+  Transport* world = transport.get();
+  out->connect_set = [world, segment_bytes](const std::vector<int>& ranks, SetBackend* set) {
+    *set = SetBackend{};
+    if (!std::binary_search(ranks.begin(), ranks.end(), world->rank())) return Status::ok();
+    set->transport = std::make_unique<SubsetTransport>(*world, ranks);
+    set->backend = std::make_unique<TcpBackend>(*set->transport, segment_bytes);
+    return Status::ok();
+  };
   out->transport = std::move(transport);
   addDeviceSupport(settings, keep, out);
   out->keepalive = std::move(keep);

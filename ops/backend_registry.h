@@ -24,6 +24,13 @@ struct JobPlacement {
   int cross_size = 1;
 };
 
+// A process set's data path (coordinator/process_sets.h): a transport over
+// its members and a backend over that transport. Empty on non-members.
+struct SetBackend {
+  std::unique_ptr<Transport> transport;  // declared first: destroyed last
+  std::unique_ptr<Backend> backend;
+};
+
 struct BackendBundle {
   // Whatever else must live as long as the connection (rank 0's rendezvous
   // server when the job was started without tuttirun). Declared first, so
@@ -46,6 +53,13 @@ struct BackendBundle {
   std::function<Status(int device_id, std::unique_ptr<DeviceContext>* out)> open_device;
   std::function<Status(DeviceContext& device, std::unique_ptr<DeviceBackend>* out)>
       connect_device_backend;
+
+  // Opens the data path of a process set with these global ranks (ascending,
+  // valid). Collective over the job: every rank calls it at the same point of
+  // the response order, members and non-members (mpi splits its
+  // communicator); a non-member gets an empty SetBackend. The result uses
+  // *transport, and is destroyed before it.
+  std::function<Status(const std::vector<int>& ranks, SetBackend* out)> connect_set;
 };
 
 // Rendezvous and connect every rank of the job (blocking, at most

@@ -2,12 +2,14 @@
 
 // CPU reduction and scaling kernels, written so that the compiler vectorises
 // them (-O3, contiguous loops, no aliasing). float16 and bfloat16 are reduced
-// in float32 and rounded back (round to nearest even).
+// in float32 and rounded back (round to nearest even; core/half.h, included
+// here for the kernels' users).
 
 #include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/half.h"
 
 namespace tutti {
 
@@ -27,23 +29,5 @@ void reduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
 // factor == 1 with divisor == 1, or count == 0, touches nothing (so int64
 // values beyond 2^53 pass exactly).
 void scaleInPlace(void* buf, size_t count, DataType dtype, double factor, int divisor = 1);
-
-// Conversions used by the kernels and by compression: round to nearest even;
-// float16 overflows to +-inf, NaN stays NaN.
-float halfToFloat(uint16_t h);
-uint16_t floatToHalf(float f);
-float bfloat16ToFloat(uint16_t b);
-uint16_t floatToBfloat16(float f);
-
-// Whole-buffer forms of the four conversions: out[i] = convert(in[i]) for
-// i < count, equal to the scalar ones (bit for bit except NaN payloads).
-// Vectorised: float16 uses the F16C instructions when the CPU has them
-// (checked once at run time), the rest are loops the compiler turns into SIMD
-// code. `in` and `out` must not overlap; no alignment beyond the element
-// type's is needed.
-void halfToFloatBuffer(const uint16_t* in, float* out, size_t count);
-void floatToHalfBuffer(const float* in, uint16_t* out, size_t count);
-void bfloat16ToFloatBuffer(const uint16_t* in, float* out, size_t count);
-void floatToBfloat16Buffer(const float* in, uint16_t* out, size_t count);
 
 }  // namespace tutti

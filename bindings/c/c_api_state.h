@@ -1,6 +1,7 @@
 #pragma once
 
-// State of the C ABI shared by its source files (tutti_c.cc, tutti_elastic.cc);
+// State of the C ABI shared by its source files (tutti_c.cc,
+// tutti_collectives.cc, tutti_elastic.cc);
 // internal to libtutti, never installed.
 //
 // The one process global of tutti: the Runtime that tutti_init() creates and,
@@ -11,11 +12,13 @@
 
 #include <memory>
 #include <shared_mutex>
+#include <string>
 
 #include "coordinator/elastic_worker.h"
 #include "coordinator/runtime.h"
 #include "core/settings.h"
 #include "core/status.h"
+#include "bindings/c/tutti.h"
 
 namespace tutti_c {
 
@@ -33,6 +36,18 @@ int fail(const tutti::Status& status);
 // TUTTI_OK, or fail(status).
 int report(const tutti::Status& status);
 int failNotInitialized();
+inline int failInvalid(const std::string& message) {
+  return fail(tutti::Status::invalidArgument(message));
+}
+
+// Argument conversions of the collectives (tutti_c.cc), each TUTTI_OK or
+// fail(kInvalidArgument naming the argument): a C tensor descriptor to a view
+// (`what` names it: "input", "outputs[3]"); a handle out-pointer that must
+// not be NULL; a tutti_reduce_op; a name (NULL = "").
+int toView(const tutti_tensor* tensor, const std::string& what, tutti::TensorView* view);
+int checkHandleOut(const void* handle);
+int toOp(int op, tutti::ReduceOp* out);
+std::string toName(const char* name);
 
 // Runs fn(runtime) under the shared lock; kNotInitialized without a runtime.
 template <typename Fn>

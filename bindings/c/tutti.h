@@ -334,6 +334,79 @@ TUTTI_API int tutti_barrier_async(tutti_handle* handle);
  */
 TUTTI_API int tutti_join_async(tutti_handle* handle);
 
+/* ---- Options and process sets -------------------------------------------------- */
+/*
+ * Per-op options for the *_async_opts functions (ABI-stable: struct_size says
+ * which fields the caller knows; later versions only append fields). Fill it
+ * with tutti_op_options_init(), then set what you need. NULL options = all
+ * defaults (the global process set, the job's compression).
+ */
+typedef struct tutti_op_options {
+  uint32_t struct_size;    /* sizeof(tutti_op_options), set by tutti_op_options_init() */
+  int32_t process_set_id;  /* the process set the op runs over; 0 = every rank (the global set) */
+  const char* compression; /* allreduce only: as in tutti_allreduce_async_ex; NULL = the job's */
+} tutti_op_options;
+
+/* Sets every field to its default (struct_size included). Never fails. */
+TUTTI_API int tutti_op_options_init(tutti_op_options* options);
+
+/*
+ * The collectives above, over a process set. In a set other than the global
+ * one, its members take the place of every rank: the ranks, sizes, splits
+ * and output order are within the set (rank i of a set is its i-th smallest
+ * global rank), except broadcast's root, which is the root's global rank
+ * (a member). A rank that is not a member, or an unknown set id, is
+ * TUTTI_ERR_INVALID_ARGUMENT at once; ranks outside the set never take part.
+ * CUDA tensors run over the global set only (TUTTI_ERR_INVALID_ARGUMENT).
+ */
+TUTTI_API int tutti_allreduce_async_opts(const tutti_tensor* input, const tutti_tensor* output,
+                                         const char* name, int op, double prescale,
+                                         double postscale, const tutti_op_options* options,
+                                         tutti_handle* handle);
+TUTTI_API int tutti_grouped_allreduce_async_opts(int count, const tutti_tensor* inputs,
+                                                 const tutti_tensor* outputs, const char* name,
+                                                 int op, double prescale, double postscale,
+                                                 const tutti_op_options* options,
+                                                 tutti_handle* handles);
+TUTTI_API int tutti_allgather_async_opts(const tutti_tensor* input, const char* name,
+                                         const tutti_op_options* options, tutti_handle* handle);
+TUTTI_API int tutti_broadcast_async_opts(const tutti_tensor* input, const tutti_tensor* output,
+                                         int root, const char* name,
+                                         const tutti_op_options* options, tutti_handle* handle);
+TUTTI_API int tutti_alltoall_async_opts(const tutti_tensor* input, const int64_t* splits,
+                                        int nsplits, const char* name,
+                                        const tutti_op_options* options, tutti_handle* handle);
+TUTTI_API int tutti_reducescatter_async_opts(const tutti_tensor* input, const char* name, int op,
+                                             double prescale, double postscale,
+                                             const tutti_op_options* options,
+                                             tutti_handle* handle);
+TUTTI_API int tutti_barrier_async_opts(const tutti_op_options* options, tutti_handle* handle);
+
+/*
+ * Registers a process set of `n` global ranks (any order; distinct, in
+ * [0, size)) and writes its id (> 0) to *id. Collective over every rank of
+ * the job: all call it, in the same order, with the same ranks; it blocks
+ * until the set is registered everywhere. Ids count up from 1 in
+ * registration order and are not reused. Errors, on every rank:
+ * TUTTI_ERR_INVALID_ARGUMENT (bad ranks on some rank; a set with these ranks
+ * exists already, the global set included), TUTTI_ERR_MISMATCH (ranks passed
+ * different lists). Sets last until removed or tutti_shutdown(); an elastic
+ * job's new generation starts with the global set only.
+ */
+TUTTI_API int tutti_add_process_set(const int* ranks, int n, int* id);
+/* Removes a set, collective like tutti_add_process_set. Its pending ops fail
+ * with TUTTI_ERR_INVALID_ARGUMENT. The global set (0) and unknown ids are
+ * TUTTI_ERR_INVALID_ARGUMENT. */
+TUTTI_API int tutti_remove_process_set(int id);
+/* Size of set `id` and this rank's rank in it (-1 when not a member).
+ * TUTTI_ERR_INVALID_ARGUMENT for an unknown id. Either out-pointer may be NULL. */
+TUTTI_API int tutti_process_set_info(int id, int* size, int* rank_in_set);
+/* Copies the set's global ranks (ascending) into ranks[0..capacity) and their
+ * number to *count (which may exceed capacity: call again with more room). */
+TUTTI_API int tutti_process_set_ranks(int id, int* ranks, int capacity, int* count);
+/* The registered set ids, ascending (0 first), as tutti_process_set_ranks. */
+TUTTI_API int tutti_process_set_ids(int* ids, int capacity, int* count);
+
 /* ---- Handles ----------------------------------------------------------------- */
 
 /* 1 once the op completed (successfully or not), 0 while it runs, or a

@@ -96,6 +96,7 @@ int failNotInitialized() {
 namespace {
 
 using tutti_c::fail;
+using tutti_c::failInvalid;
 using tutti_c::failNotInitialized;
 using tutti_c::global;
 using tutti_c::Global;
@@ -103,10 +104,6 @@ using tutti_c::report;
 using tutti_c::withRuntime;
 
 constexpr int kMaxDims = 64;
-
-int failInvalid(const std::string& message) {
-  return fail(tutti::Status::invalidArgument(message));
-}
 
 int placement(int (tutti::Runtime::*getter)() const) {
   Global& g = global();
@@ -118,14 +115,32 @@ int placement(int (tutti::Runtime::*getter)() const) {
   return ((*g.runtime).*getter)();
 }
 
+// `handle`'s status without blocking: its op's status once it completed,
+// kInvalidArgument for an unknown handle, `if_pending` while it runs. poll()
+// first, because a completed op's own status may be kTimeout; a kTimeout from
+// wait(0) after a false poll() means the op is still pending.
+tutti::Status probeHandle(tutti::Runtime& runtime, tutti_handle handle,
+                          const tutti::Status& if_pending) {
+  if (runtime.poll(handle)) return runtime.wait(handle, 0);  // completed, or unknown
+  tutti::Status probe = runtime.wait(handle, 0);
+  return probe.code() == tutti::StatusCode::kTimeout ? if_pending : probe;
+}
+
+// The completed op's status, or kInvalidArgument when it is still pending.
+tutti::Status completedStatus(tutti::Runtime& runtime, tutti_handle handle) {
+  return probeHandle(runtime, handle,
+                     tutti::Status::invalidArgument("handle " + std::to_string(handle) +
+                                                    " is still pending: wait for it first"));
+}
+
+}  // namespace
+
+namespace tutti_c {
+
 // Checks a C tensor descriptor and turns it into a view. `what` names the
 // argument in messages ("input", "outputs[3]").
 int toView(const tutti_tensor* tensor, const std::string& what, tutti::TensorView* view) {
   if (tensor == nullptr) return failInvalid(what + " is NULL");
-  if (!tutti::isValidDataType(tensor->dtype)) {
-    return failInvalid(what + ".dtype = " + std::to_string(tensor->dtype) +
-                       ": expected a tutti_dtype in [0, 9]");
-  }
   if (tensor->ndim < 0 || tensor->ndim > kMaxDims) {
     return failInvalid(what + ".ndim = " + std::to_string(tensor->ndim) + ": expected 0.." +
                        std::to_string(kMaxDims));
@@ -133,21 +148,10 @@ int toView(const tutti_tensor* tensor, const std::string& what, tutti::TensorVie
   if (tensor->ndim > 0 && tensor->shape == nullptr) {
     return failInvalid(what + ".shape is NULL but ndim = " + std::to_string(tensor->ndim));
   }
-  if (tensor->device != TUTTI_DEVICE_CPU && tensor->device != TUTTI_DEVICE_CUDA) {
-    return failInvalid(what + ".device = " + std::to_string(tensor->device) +
-                       ": expected TUTTI_DEVICE_CPU (0) or TUTTI_DEVICE_CUDA (1)");
-  }
   tutti::Shape shape(tensor->shape, tensor->shape + tensor->ndim);
-  for (int i = 0; i < tensor->ndim; ++i) {
-    if (shape[i] < 0) {
-      return failInvalid(what + ".shape[" + std::to_string(i) + "] = " + std::to_string(shape[i]) +
-                         ": dimensions must be >= 0");
-    }
-  }
-  if (tensor->data == nullptr && tutti::numElements(shape) > 0) {
-    return failInvalid(what + ".data is NULL but the tensor has " +
-                       std::to_string(tutti::numElements(shape)) + " elements");
-  }
+  tutti::Status fields =
+      tutti::checkTensorFields(tensor->dtype, tensor->device, shape, tensor->data, what);
+  if (!fields.isOk()) return fail(fields);
   view->data = tensor->data;
   view->dtype = static_cast<tutti::DataType>(tensor->dtype);
   view->shape = std::move(shape);
@@ -174,20 +178,9 @@ std::string toName(const char* name) {
   return name == nullptr ? std::string() : std::string(name);
 }
 
-// The completed op's status, or kInvalidArgument when it is still pending.
-tutti::Status completedStatus(tutti::Runtime& runtime, tutti_handle handle) {
-  if (!runtime.poll(handle)) {
-    tutti::Status probe = runtime.wait(handle, 0);
-    if (probe.code() == tutti::StatusCode::kTimeout) {
-      return tutti::Status::invalidArgument("handle " + std::to_string(handle) +
-                                            " is still pending: wait for it first");
-    }
-    return probe;  // unknown handle (or completed in between)
-  }
-  return runtime.wait(handle, 0);
-}
+}  // namespace tutti_c
 
-}  // namespace
+using tutti_c::checkHandleOut;
 
 extern "C" {
 
@@ -310,131 +303,6 @@ int tutti_cross_size(void) {
   return placement(&tutti::Runtime::crossSize);
 }
 
-int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output, const char* name,
-                          int op, double prescale, double postscale, tutti_handle* handle) {
-  return tutti_allreduce_async_ex(input, output, name, op, prescale, postscale, nullptr, handle);
-}
-
-int tutti_allreduce_async_ex(const tutti_tensor* input, const tutti_tensor* output,
-                             const char* name, int op, double prescale, double postscale,
-                             const char* compression, tutti_handle* handle) {
-  tutti::TensorView in, out;
-  tutti::OpOptions options;
-  if (int rc = checkHandleOut(handle)) return rc;
-  if (int rc = toView(input, "input", &in)) return rc;
-  if (int rc = toView(output, "output", &out)) return rc;
-  if (int rc = toOp(op, &options.reduce_op)) return rc;
-  options.name = toName(name);
-  options.prescale = prescale;
-  options.postscale = postscale;
-  options.compression = toName(compression);
-  return withRuntime(
-      [&](tutti::Runtime& rt) { return report(rt.allreduce(in, out, options, handle)); });
-}
-
-int tutti_grouped_allreduce_async(int count, const tutti_tensor* inputs,
-                                  const tutti_tensor* outputs, const char* name, int op,
-                                  double prescale, double postscale, tutti_handle* handles) {
-  return tutti_grouped_allreduce_async_ex(count, inputs, outputs, name, op, prescale, postscale,
-                                          nullptr, handles);
-}
-
-int tutti_grouped_allreduce_async_ex(int count, const tutti_tensor* inputs,
-                                     const tutti_tensor* outputs, const char* name, int op,
-                                     double prescale, double postscale, const char* compression,
-                                     tutti_handle* handles) {
-  if (count < 0) return failInvalid("count = " + std::to_string(count) + ": expected >= 0");
-  if (count > 0 && (inputs == nullptr || outputs == nullptr || handles == nullptr)) {
-    return failInvalid("inputs, outputs and handles must be arrays of count = " +
-                       std::to_string(count) + " entries, got NULL");
-  }
-  std::vector<tutti::TensorView> in(count), out(count);
-  for (int i = 0; i < count; ++i) {
-    const std::string index = "[" + std::to_string(i) + "]";
-    if (int rc = toView(&inputs[i], "inputs" + index, &in[i])) return rc;
-    if (int rc = toView(&outputs[i], "outputs" + index, &out[i])) return rc;
-  }
-  tutti::OpOptions options;
-  if (int rc = toOp(op, &options.reduce_op)) return rc;
-  options.name = toName(name);
-  options.prescale = prescale;
-  options.postscale = postscale;
-  options.compression = toName(compression);
-  return withRuntime([&](tutti::Runtime& rt) {
-    std::vector<tutti::Handle> result;
-    tutti::Status status = rt.groupedAllreduce(in, out, options, &result);
-    if (!status.isOk()) return fail(status);
-    if (result.size() != static_cast<size_t>(count)) {
-      return fail(tutti::Status::internal("groupedAllreduce returned " +
-                                          std::to_string(result.size()) + " handles for " +
-                                          std::to_string(count) + " tensors"));
-    }
-    std::copy(result.begin(), result.end(), handles);
-    return static_cast<int>(TUTTI_OK);
-  });
-}
-
-int tutti_allgather_async(const tutti_tensor* input, const char* name, tutti_handle* handle) {
-  tutti::TensorView in;
-  if (int rc = checkHandleOut(handle)) return rc;
-  if (int rc = toView(input, "input", &in)) return rc;
-  tutti::OpOptions options;
-  options.name = toName(name);
-  return withRuntime([&](tutti::Runtime& rt) { return report(rt.allgather(in, options, handle)); });
-}
-
-int tutti_broadcast_async(const tutti_tensor* input, const tutti_tensor* output, int root,
-                          const char* name, tutti_handle* handle) {
-  tutti::TensorView in, out;
-  if (int rc = checkHandleOut(handle)) return rc;
-  if (int rc = toView(input, "input", &in)) return rc;
-  if (int rc = toView(output, "output", &out)) return rc;
-  tutti::OpOptions options;
-  options.name = toName(name);
-  options.root = root;
-  return withRuntime(
-      [&](tutti::Runtime& rt) { return report(rt.broadcast(in, out, options, handle)); });
-}
-
-int tutti_alltoall_async(const tutti_tensor* input, const int64_t* splits, int nsplits,
-                         const char* name, tutti_handle* handle) {
-  tutti::TensorView in;
-  if (int rc = checkHandleOut(handle)) return rc;
-  if (int rc = toView(input, "input", &in)) return rc;
-  if (nsplits < 0) return failInvalid("nsplits = " + std::to_string(nsplits) + ": expected >= 0");
-  if (nsplits > 0 && splits == nullptr) {
-    return failInvalid("splits is NULL but nsplits = " + std::to_string(nsplits));
-  }
-  tutti::OpOptions options;
-  options.name = toName(name);
-  if (nsplits > 0) options.splits.assign(splits, splits + nsplits);
-  return withRuntime([&](tutti::Runtime& rt) { return report(rt.alltoall(in, options, handle)); });
-}
-
-int tutti_reducescatter_async(const tutti_tensor* input, const char* name, int op, double prescale,
-                              double postscale, tutti_handle* handle) {
-  tutti::TensorView in;
-  tutti::OpOptions options;
-  if (int rc = checkHandleOut(handle)) return rc;
-  if (int rc = toView(input, "input", &in)) return rc;
-  if (int rc = toOp(op, &options.reduce_op)) return rc;
-  options.name = toName(name);
-  options.prescale = prescale;
-  options.postscale = postscale;
-  return withRuntime(
-      [&](tutti::Runtime& rt) { return report(rt.reducescatter(in, options, handle)); });
-}
-
-int tutti_barrier_async(tutti_handle* handle) {
-  if (int rc = checkHandleOut(handle)) return rc;
-  return withRuntime([&](tutti::Runtime& rt) { return report(rt.barrier(handle)); });
-}
-
-int tutti_join_async(tutti_handle* handle) {
-  if (int rc = checkHandleOut(handle)) return rc;
-  return withRuntime([&](tutti::Runtime& rt) { return report(rt.join(handle)); });
-}
-
 int tutti_poll(tutti_handle handle) {
   const int rc = withRuntime([&](tutti::Runtime& rt) {
     // Runtime::poll() is true for an unknown handle too: ask first whether the
@@ -459,13 +327,10 @@ size_t tutti_handle_message(tutti_handle handle, int* status, char* buf, size_t 
     std::shared_lock<std::shared_mutex> lock(g.mutex);
     if (!g.runtime) {
       st = tutti::Status::notInitialized("tutti is not initialized: call tutti_init() first");
-    } else if (!g.runtime->poll(handle)) {
-      st = g.runtime->wait(handle, 0);
-      if (st.code() == tutti::StatusCode::kTimeout) {
-        st = tutti::Status::timeout("handle " + std::to_string(handle) + " is still pending");
-      }
     } else {
-      st = g.runtime->wait(handle, 0);
+      st = probeHandle(
+          *g.runtime, handle,
+          tutti::Status::timeout("handle " + std::to_string(handle) + " is still pending"));
     }
   }
   if (status != nullptr) *status = static_cast<int>(st.code());

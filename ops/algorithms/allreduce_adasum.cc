@@ -1,5 +1,6 @@
 #include "ops/algorithms/allreduce_adasum.h"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 

@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/settings.h"
 
 namespace tutti::ring {
 
-// Pipeline segment size used when the caller passes 0 (TUTTI_SEGMENT_BYTES
-// unset).
-constexpr size_t kDefaultSegmentBytes = 512 * 1024;
+// Pipeline segment size used when the caller passes 0: TUTTI_SEGMENT_BYTES's
+// default (core/settings.h).
+constexpr size_t kDefaultSegmentBytes = static_cast<size_t>(tutti::kDefaultSegmentBytes);
 
 // a mod n in [0, n), for any sign of a.
 inline int mod(int a, int n) {

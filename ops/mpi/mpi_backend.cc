@@ -71,8 +71,11 @@ std::vector<int> asInts(const std::vector<size_t>& values) {
 }  // namespace
 
 MpiBackend::MpiBackend(MpiTransport& transport, size_t max_chunk_bytes)
-    : transport_(transport),
-      comm_(transport.comm()),
+    : MpiBackend(transport, transport.comm(), max_chunk_bytes) {}
+
+MpiBackend::MpiBackend(Transport& p2p, MPI_Comm comm, size_t max_chunk_bytes)
+    : transport_(p2p),
+      comm_(comm),
       max_chunk_bytes_(std::clamp<size_t>(max_chunk_bytes, 1, static_cast<size_t>(INT_MAX))) {}
 
 Status MpiBackend::check(int code, const char* call) {

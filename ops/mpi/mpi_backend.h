@@ -44,6 +44,10 @@ class MpiBackend : public Backend {
 
   // `transport` must outlive the backend.
   explicit MpiBackend(MpiTransport& transport, size_t max_chunk_bytes = kDefaultMaxChunkBytes);
+  // Over a process set: collectives on `comm` (the set's communicator, ranks
+  // in the set's order), point-to-point through `p2p` (a transport over the
+  // same ranks). Both must outlive the backend.
+  MpiBackend(Transport& p2p, MPI_Comm comm, size_t max_chunk_bytes = kDefaultMaxChunkBytes);
   const char* name() const override { return "mpi"; }
   int rank() const override { return transport_.rank(); }
   int size() const override { return transport_.size(); }
@@ -64,7 +68,7 @@ class MpiBackend : public Backend {
   Status check(int code, const char* call);
   bool fitsOneCall(const std::vector<size_t>& counts) const;
 
-  MpiTransport& transport_;
+  Transport& transport_;
   const MPI_Comm comm_;
   const size_t max_chunk_bytes_;
   Status broken_;

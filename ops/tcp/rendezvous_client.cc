@@ -98,14 +98,11 @@ Status RendezvousClient::ensureConnected(Clock::time_point deadline) {
 Status RendezvousClient::roundTrip(const std::vector<uint8_t>& request, Clock::time_point deadline,
                                    const std::string& what, std::vector<uint8_t>* reply) {
   TUTTI_RETURN_IF_ERROR(ensureConnected(deadline));
-  std::vector<uint8_t> frame(4 + request.size());
-  uint32_t n = static_cast<uint32_t>(request.size());
-  std::memcpy(frame.data(), &n, 4);
-  std::memcpy(frame.data() + 4, request.data(), request.size());
+  const std::vector<uint8_t> frame = framed(request);
 
   enum Phase { kWriting, kReadingHeader, kReadingBody, kDone } phase = kWriting;
   error_code err;
-  std::array<uint8_t, 4> header{};
+  FrameHeader header{};
   bool wrote = false;
   asio::async_write(*sock_, asio::buffer(frame), [&](const error_code& ec, size_t) {
     wrote = true;
@@ -117,8 +114,7 @@ Status RendezvousClient::roundTrip(const std::vector<uint8_t>& request, Clock::t
       phase = kDone;
       return;
     }
-    uint32_t len = 0;
-    std::memcpy(&len, header.data(), 4);
+    const uint32_t len = frameLength(header);
     if (len == 0 || len > rendezvous::kMaxFrameBytes) {
       err = asio::error::message_size;
       phase = kDone;

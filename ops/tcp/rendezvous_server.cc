@@ -118,8 +118,7 @@ class RendezvousServerImpl {
       auto self = shared_from_this();
       asio::async_read(sock_, asio::buffer(header_), [self](const error_code& ec, size_t) {
         if (ec) return self->drop(ec == asio::error::eof ? nullptr : "read failed");
-        uint32_t n = 0;
-        std::memcpy(&n, self->header_.data(), 4);
+        const uint32_t n = frameLength(self->header_);
         if (n == 0 || n > rendezvous::kMaxFrameBytes) return self->drop("bad frame length");
         if (!self->waiting_key_.empty()) return self->drop("request while a GET is pending");
         self->body_.resize(n);
@@ -174,10 +173,7 @@ class RendezvousServerImpl {
     }
 
     void reply(std::vector<uint8_t> body) {
-      auto frame = std::make_shared<std::vector<uint8_t>>(4 + body.size());
-      uint32_t n = static_cast<uint32_t>(body.size());
-      std::memcpy(frame->data(), &n, 4);
-      std::memcpy(frame->data() + 4, body.data(), body.size());
+      auto frame = std::make_shared<std::vector<uint8_t>>(framed(body));
       auto self = shared_from_this();
       asio::async_write(sock_, asio::buffer(*frame), [self, frame](const error_code& ec, size_t) {
         if (ec) self->drop(nullptr);
@@ -199,7 +195,7 @@ class RendezvousServerImpl {
     RendezvousServerImpl& server_;
     tcp::socket sock_;
     std::string remote_;
-    std::array<uint8_t, 4> header_{};
+    FrameHeader header_{};
     std::vector<uint8_t> body_;
     std::string waiting_key_;
     bool dropped_ = false;

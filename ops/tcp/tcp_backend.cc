@@ -30,8 +30,7 @@ Status checkPerRank(const char* what, const std::vector<size_t>& v, int size) {
 }  // namespace
 
 TcpBackend::TcpBackend(Transport& transport, size_t segment_bytes)
-    : transport_(transport),
-      segment_bytes_(segment_bytes == 0 ? ring::kDefaultSegmentBytes : segment_bytes) {}
+    : transport_(transport), segment_bytes_(segment_bytes) {}
 
 int TcpBackend::rank() const {
   return transport_.rank();

@@ -1,8 +1,8 @@
 #pragma once
 
 // Backend over a Transport: ring and pairwise algorithms from
-// ops/algorithms/, pipelined in segments of `segment_bytes`; Adasum by
-// ops/algorithms/allreduce_adasum.h.
+// ops/algorithms/, pipelined in segments of `segment_bytes` (0: ring::kDefaultSegmentBytes);
+// Adasum by ops/algorithms/allreduce_adasum.h.
 
 #include <cstddef>
 #include <cstdint>

@@ -3,10 +3,10 @@
 // it runs asynchronously on io_, driven by connectAll() on the calling
 // thread, so that slow peers in either direction never serialise the rest.
 
-#include <cstring>
 #include <sstream>
 
 #include "core/logging.h"
+#include "core/wire.h"
 #include "ops/tcp/asio_util.h"
 #include "ops/tcp/tcp_keepalive.h"
 #include "ops/tcp/tcp_transport_impl.h"
@@ -44,6 +44,36 @@ void tuneSocket(tcp::socket& sock, double timeout_s) {
     TUTTI_LOG(kWarning) << "peer connection " << tcp_util::remoteString(sock) << ": "
                         << st.message() << "; a silently vanished host is not detected on it";
   }
+}
+
+// The hello (tcp_transport_impl.h): u32 kHelloMagic, i32 rank, i32 size,
+// u8 channel kind.
+struct Hello {
+  uint32_t magic = 0;
+  int32_t rank = -1;
+  int32_t size = -1;
+  Channel kind = Channel::kData;
+};
+
+std::vector<uint8_t> encodeHello(int rank, int size, Channel kind) {
+  BufferWriter w;
+  w.putU32(kHelloMagic);
+  w.putI32(rank);
+  w.putI32(size);
+  w.putU8(static_cast<uint8_t>(kind));
+  return w.take();
+}
+
+Hello decodeHello(const std::array<uint8_t, kHelloBytes>& bytes) {
+  Hello h;
+  BufferReader r(bytes.data(), bytes.size());
+  uint8_t kind = 0;
+  r.getU32(&h.magic);
+  r.getI32(&h.rank);
+  r.getI32(&h.size);
+  r.getU8(&kind);
+  h.kind = static_cast<Channel>(kind);
+  return h;
 }
 
 }  // namespace
@@ -232,12 +262,7 @@ void TcpTransportImpl::connectAttempt(int peer, Channel kind, std::shared_ptr<tc
         }
         return;
       }
-      auto hello = std::make_shared<std::array<uint8_t, kHelloBytes>>();
-      int32_t r = rank_, n = size_;
-      std::memcpy(hello->data(), &kHelloMagic, 4);
-      std::memcpy(hello->data() + 4, &r, 4);
-      std::memcpy(hello->data() + 8, &n, 4);
-      (*hello)[12] = static_cast<uint8_t>(kind);
+      auto hello = std::make_shared<std::vector<uint8_t>>(encodeHello(rank_, size_, kind));
       asio::async_write(*sock, asio::buffer(*hello), [=](const error_code& wec, size_t) {
         (void)hello;
         if (wec) {
@@ -272,12 +297,10 @@ void TcpTransportImpl::acceptNext() {
                                       << rec.message() << "; connection dropped";
                   return tcp_util::closeQuietly(*sock);
                 }
-                uint32_t magic = 0;
-                int32_t r = -1, n = -1;
-                std::memcpy(&magic, hello->data(), 4);
-                std::memcpy(&r, hello->data() + 4, 4);
-                std::memcpy(&n, hello->data() + 8, 4);
-                auto kind = static_cast<Channel>((*hello)[12]);
+                const Hello got = decodeHello(*hello);
+                const uint32_t magic = got.magic;
+                const int32_t r = got.rank, n = got.size;
+                const Channel kind = got.kind;
                 if (magic == kHelloMagic && n != size_ && setup_error_.isOk()) {
                   setup_error_ = Status::invalidArgument(
                       "rank " + std::to_string(rank_) + ": rank " + std::to_string(r) + " at " +

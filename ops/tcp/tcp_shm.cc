@@ -23,10 +23,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 
 #include "core/logging.h"
+#include "core/wire.h"
 #include "ops/tcp/asio_util.h"
 #include "ops/tcp/tcp_transport_impl.h"
 
@@ -46,6 +46,36 @@ constexpr size_t kShmChunkBytes = 64 << 10;
 
 std::string hostKey(int rank) {
   return "rank/" + std::to_string(rank) + "/host";
+}
+
+struct ShmOffer {
+  bool ok = false;
+  uint32_t ring_bytes = 0;
+  std::string name;
+};
+
+void encodeOffer(const ShmOffer& offer, std::array<uint8_t, kOfferBytes>* out) {
+  const size_t len = std::min(offer.name.size(), kNameField);
+  BufferWriter w;
+  w.putU8(offer.ok ? 1 : 0);
+  w.putU32(offer.ring_bytes);
+  w.putU8(static_cast<uint8_t>(len));
+  w.putRaw(offer.name.data(), len);
+  w.padTo(kOfferBytes);
+  std::copy(w.bytes().begin(), w.bytes().end(), out->begin());
+}
+
+ShmOffer decodeOffer(const std::array<uint8_t, kOfferBytes>& bytes) {
+  ShmOffer offer;
+  BufferReader r(bytes.data(), bytes.size());
+  uint8_t ok = 0, len = 0;
+  r.getU8(&ok);
+  r.getU32(&offer.ring_bytes);
+  r.getU8(&len);
+  offer.name.resize(std::min<size_t>(len, kNameField));
+  r.getRaw(offer.name.data(), offer.name.size());
+  offer.ok = ok == 1;
+  return offer;
 }
 
 }  // namespace
@@ -85,11 +115,7 @@ Status TcpTransportImpl::setupShm(Store& store) {
     if (rank_ < r) {
       Status st = ShmChannel::create(kShmRingBytes, &p->name, &p->channel);
       if (!st.isOk()) p->why = st.message();
-      uint32_t ring = static_cast<uint32_t>(kShmRingBytes);
-      p->offer[0] = st.isOk() ? 1 : 0;
-      std::memcpy(p->offer.data() + 1, &ring, 4);
-      p->offer[5] = static_cast<uint8_t>(std::min(p->name.size(), kNameField));
-      std::memcpy(p->offer.data() + 6, p->name.data(), p->offer[5]);
+      encodeOffer({st.isOk(), static_cast<uint32_t>(kShmRingBytes), p->name}, &p->offer);
       asio::async_write(sock, asio::buffer(p->offer), [&, r, p](const error_code& ec, size_t) {
         if (ec) {
           setup_error_ =
@@ -116,12 +142,9 @@ Status TcpTransportImpl::setupShm(Store& store) {
                               " shared-memory offer: " + ec.message());
           return finish(*p, false);
         }
-        uint32_t ring = 0;
-        std::memcpy(&ring, p->offer.data() + 1, 4);
-        const size_t len = std::min<size_t>(p->offer[5], kNameField);
-        std::string name(reinterpret_cast<const char*>(p->offer.data() + 6), len);
-        if (p->offer[0] == 1) {
-          Status st = ShmChannel::open(name, ring, &p->channel);
+        const ShmOffer offer = decodeOffer(p->offer);
+        if (offer.ok) {
+          Status st = ShmChannel::open(offer.name, offer.ring_bytes, &p->channel);
           if (!st.isOk()) p->why = st.message();
         } else {
           p->why = "rank " + std::to_string(r) + " could not create a segment";

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/logging.h"
+#include "core/wire.h"
 #include "ops/tcp/asio_util.h"
 #include "ops/tcp/tcp_transport_impl.h"
 
@@ -259,11 +260,7 @@ Status TcpTransportImpl::sendControl(int peer, std::vector<uint8_t> bytes) {
                                    " bytes exceeds the limit of " +
                                    std::to_string(kMaxControlBytes));
   }
-  std::vector<uint8_t> frame(4 + bytes.size());
-  uint32_t n = static_cast<uint32_t>(bytes.size());
-  std::memcpy(frame.data(), &n, 4);
-  if (!bytes.empty()) std::memcpy(frame.data() + 4, bytes.data(), bytes.size());
-  peers_[peer].ctrl_out.push_back(std::move(frame));
+  peers_[peer].ctrl_out.push_back(framed(bytes));
   startCtrlWrite(peer);
   return Status::ok();
 }
@@ -275,10 +272,7 @@ Status TcpTransportImpl::lastWords(int peer, const std::vector<uint8_t>& bytes) 
       !peers_[peer].ctrl->is_open() || bytes.size() > kMaxControlBytes) {
     return broken_;
   }
-  std::vector<uint8_t> frame(4 + bytes.size());
-  uint32_t n = static_cast<uint32_t>(bytes.size());
-  std::memcpy(frame.data(), &n, 4);
-  if (!bytes.empty()) std::memcpy(frame.data() + 4, bytes.data(), bytes.size());
+  const std::vector<uint8_t> frame = framed(bytes);
   error_code ec;
   asio::write(*peers_[peer].ctrl, asio::buffer(frame), ec);
   return ec ? broken_ : Status::ok();
@@ -305,8 +299,7 @@ void TcpTransportImpl::startCtrlRead(int peer) {
       *p.ctrl, asio::buffer(p.ctrl_header), [this, peer](const error_code& ec, size_t) {
         if (ec) return breakOnControl(peer, ec);
         Peer& q = peers_[peer];
-        uint32_t n = 0;
-        std::memcpy(&n, q.ctrl_header.data(), 4);
+        const uint32_t n = frameLength(q.ctrl_header);
         if (n > kMaxControlBytes) {
           return breakWith(Status::peerLost("rank " + std::to_string(peer) +
                                             " sent a malformed control frame of " +

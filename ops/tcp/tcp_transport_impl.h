@@ -33,12 +33,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "compression/zstd_stage.h"
 #include "core/settings.h"
 #include "core/store.h"
+#include "core/wire.h"
 #include "ops/tcp/auth.h"
 #include "ops/tcp/shm_channel.h"
 #include "ops/tcp/tcp_transport.h"
+#include "ops/tcp/zstd_stage.h"
 #include "ops/transport.h"
 
 namespace tutti {
@@ -56,7 +57,7 @@ constexpr size_t kMaxControlBytes = 256u << 20;
 // zstd wire frames (see above): the length field, the whole frame header, the
 // most raw bytes one frame carries (sender and receiver), and the saving a
 // zstd frame must bring to be sent instead of the raw bytes.
-constexpr size_t kWireLengthBytes = 4;
+constexpr size_t kWireLengthBytes = kFrameHeaderBytes;
 constexpr size_t kWireHeaderBytes = kWireLengthBytes + ZstdStage::kHeaderBytes;
 constexpr size_t kWireFrameBytes = 1u << 20;
 constexpr double kWireMinSaving = 0.10;
@@ -112,7 +113,7 @@ class TcpTransportImpl {
     Clock::time_point last_progress{};
     std::deque<std::vector<uint8_t>> ctrl_out;  // whole frames
     bool ctrl_writing = false;
-    std::array<uint8_t, 4> ctrl_header{};
+    FrameHeader ctrl_header{};
     std::vector<uint8_t> ctrl_body;
     // Shared-memory path (tcp_shm.cc); null: data goes over `data`.
     std::unique_ptr<ShmChannel> shm;

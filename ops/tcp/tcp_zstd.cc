@@ -98,7 +98,7 @@ void TcpTransportImpl::startSendFramed(int peer) {
                      peer);
   }
   const auto length = static_cast<uint32_t>(p.send_frame.size() - kWireLengthBytes + (raw ? n : 0));
-  std::memcpy(p.send_frame.data(), &length, kWireLengthBytes);
+  setFrameLength(p.send_frame.data(), length);
   const std::array<asio::const_buffer, 2> buffers{asio::buffer(p.send_frame),
                                                   asio::buffer(data, raw ? n : 0)};
   p.send_active = true;
@@ -166,8 +166,7 @@ void TcpTransportImpl::startRecvFramed(int peer) {
 
 void TcpTransportImpl::onFrameHeader(int peer) {
   Peer& p = peers_[peer];
-  uint32_t length = 0;
-  std::memcpy(&length, p.recv_header.data(), kWireLengthBytes);
+  const uint32_t length = frameLength(p.recv_header.data());
   const uint8_t* segment = p.recv_header.data() + kWireLengthBytes;
   size_t raw = 0;
   Status st = ZstdStage::segmentRawBytes(segment, ZstdStage::kHeaderBytes, &raw);

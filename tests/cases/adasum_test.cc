@@ -3,9 +3,9 @@
 // tutti): allreduce in and out of place with prescale and postscale, grouped
 // (fused) allreduce and many asynchronous allreduces that fuse, each tensor
 // combined on its own; orthogonal vectors add, equal ones give themselves; a
-// joined rank's zeros leave the others' vectors; and the errors, on every
-// rank: integer, bool and bfloat16 tensors, reducescatter, sizes that are not
-// powers of two. Runs under the thread harness and under mpirun
+// joined rank's zeros leave the others' vectors; over even and odd process
+// sets, the members' Adasum; and the errors, on every rank: integer, bool and bfloat16 tensors,
+// reducescatter, sizes that are not powers of two. Runs under the thread harness and under mpirun
 // (tests/mpi/mpi_harness.cc: the sizes mpirun was started with).
 
 #include <gtest/gtest.h>
@@ -197,6 +197,44 @@ TEST(AdasumJoinTest, JoinedRankLeavesTheOtherVector) {
     ASSERT_TRUE(IsOk(joined.status));
   });
 }
+
+// ---- over a process set: the members' Adasum, in set-rank order -------------
+class AdasumProcessSetTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(AdasumProcessSetTest, EvenAndOddSetsCombineTheirMembersOnly) {
+  runThreadRanks(GetParam(), [](Runtime& rt) {
+    const int size = rt.size();
+    std::vector<std::vector<int>> sets(2);
+    for (int r = 0; r < size; ++r) sets[r % 2].push_back(r);
+    int32_t ids[2] = {-1, -1};
+    for (int parity : {0, 1}) ASSERT_TRUE(IsOk(rt.addProcessSet(sets[parity], &ids[parity])));
+    const std::vector<int>& members = sets[rt.rank() % 2];
+    const int n = static_cast<int>(members.size());
+    HostTensor x(DataType::kFloat32, {301});
+    x.fill([&](int64_t i) { return inputValue(rt.rank(), 0, i); });
+    OpOptions opts = adasumOptions("set.adasum");
+    opts.process_set = ids[rt.rank() % 2];
+    const Status st =
+        runOpStatus(rt, [&](Handle* h) { return rt.allreduce(x.view(), x.view(), opts, h); });
+    if ((n & (n - 1)) != 0) {
+      EXPECT_TRUE(HasCode(st, StatusCode::kInvalidArgument));
+      EXPECT_TRUE(ContainsAll(st.message(), {"power-of-two", "has " + std::to_string(n)}));
+    } else {
+      ASSERT_TRUE(IsOk(st));
+      std::vector<std::vector<double>> per_member;
+      for (int m : members) {
+        per_member.emplace_back();
+        for (int64_t i = 0; i < 301; ++i) per_member.back().push_back(inputValue(m, 0, i));
+      }
+      EXPECT_TRUE(near(x, adasum_reference::tree(per_member), DataType::kFloat32));
+    }
+    // Leave together: a rank's shutdown stops the job.
+    EXPECT_TRUE(IsOk(runOpStatus(rt, [&](Handle* h) { return rt.barrier(h); })));
+  });
+}
+
+// Sets of 1, 2 (size 3: {0, 2} and {1}), 2 and 2, 3 and 3 (an error), 4 and 4.
+INSTANTIATE_TEST_SUITE_P(Sizes, AdasumProcessSetTest, ::testing::Values(3, 4, 6, 8), sizeName);
 
 // ---- errors, on every rank, and the job goes on -------------------------------
 Status adasumOf(Runtime& rt, DataType dtype, const std::string& name) {

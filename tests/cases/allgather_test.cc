@@ -1,4 +1,4 @@
-// CASES.md 8-9: allgather of uneven first dimensions, and its errors.
+// docs/cases.md 8-9: allgather of uneven first dimensions, and its errors.
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// CASES.md 1 and 2 over the whole matrix: world size × dtype × reduce op ×
+// docs/cases.md 1 and 2 over the whole matrix: world size × dtype × reduce op ×
 // count. Every rank checks every element of every result.
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// CASES.md 3-7: scale factors, in place, asynchronous fused ops, grouped
+// docs/cases.md 3-7: scale factors, in place, asynchronous fused ops, grouped
 // allreduce, name reuse; plus the one tensor of at least 64 MiB.
 
 #include <gtest/gtest.h>

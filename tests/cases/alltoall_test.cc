@@ -1,4 +1,4 @@
-// CASES.md 12-13: alltoall with and without splits, and bad splits.
+// docs/cases.md 12-13: alltoall with and without splits, and bad splits.
 
 #include <gtest/gtest.h>
 

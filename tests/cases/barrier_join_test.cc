@@ -1,4 +1,4 @@
-// CASES.md 15-16: barrier ordering and join.
+// docs/cases.md 15-16: barrier ordering and join.
 
 #include <gtest/gtest.h>
 

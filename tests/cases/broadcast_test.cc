@@ -1,4 +1,4 @@
-// CASES.md 10-11: broadcast from every root, in place, and disagreeing roots.
+// docs/cases.md 10-11: broadcast from every root, in place, and disagreeing roots.
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// CASES.md 21-22: a SIGKILLed rank and a rank that never submits, with ranks
+// docs/cases.md 21-22: a SIGKILLed rank and a rank that never submits, with ranks
 // as forked processes (support/process_harness).
 
 #include <gtest/gtest.h>
@@ -116,6 +116,51 @@ TEST_P(PeerLostTest, SurvivorsFailWithPeerLostNamingTheRankAndExitCleanly) {
     EXPECT_GE(r.seconds_after_kill, 0);
     EXPECT_LE(r.seconds_after_kill, 2 * kPeerTimeoutSeconds + 5)
         << "a survivor took too long to fail and exit after the kill";
+  }
+}
+
+// A member of a process set is SIGKILLed while the other members wait in the
+// set's allreduce: they fail with peer lost naming it, as does the rank
+// outside the set (a lost peer ends the job's every set).
+TEST(PeerLostTest, SetMembersFailWithPeerLostNamingTheRank) {
+  constexpr int kSize = 4, kVictim = 2;
+  ClusterOptions options;
+  options.timeout_seconds = kPeerTimeoutSeconds;
+  ProcessPlan plan;
+  plan.kill_rank = kVictim;
+  plan.kill_delay_seconds = 0.3;
+  plan.deadline_seconds = 60;
+  plan.require_clean_shutdown = false;
+  auto body = [](Runtime& rt, ProcessRank& self) {
+    int32_t set = -1;
+    Status st = rt.addProcessSet({1, 2, 3}, &set);
+    if (!self.check(st.isOk(), "add_process_set: " + st.toString())) return;
+    if (!warmupAllreduce(rt, self)) return;
+    if (rt.rank() == kVictim) {
+      self.signalReady();
+      std::this_thread::sleep_for(std::chrono::seconds(120));  // SIGKILLed here
+      return;
+    }
+    HostTensor in(DataType::kFloat32, {4096});
+    HostTensor out(DataType::kFloat32, {4096});
+    OpOptions opts = named(rt.rank() == 0 ? "outside" : "in_set");
+    if (rt.rank() != 0) opts.process_set = set;
+    Handle h = -1;
+    st = rt.allreduce(in.view(), out.view(), opts, &h);
+    if (!self.check(st.isOk(), "enqueue: " + st.toString())) return;
+    self.signalReady();
+    st = rt.wait(h, 4 * kPeerTimeoutSeconds);
+    self.check(st.code() == StatusCode::kPeerLost, "expected 'peer lost', got " + st.toString());
+    self.check(namesRank(st.message(), kVictim), "message does not name rank 2: " + st.message());
+  };
+  const auto results = runProcessRanks(kSize, body, options, plan);
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.describe());
+    EXPECT_FALSE(r.timed_out);
+    if (r.rank == kVictim) continue;
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_LE(r.seconds_after_kill, 2 * kPeerTimeoutSeconds + 5);
   }
 }
 

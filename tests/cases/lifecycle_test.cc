@@ -1,4 +1,4 @@
-// CASES.md 23 (init -> shutdown -> init; handles pending at shutdown) and the
+// docs/cases.md 23 (init -> shutdown -> init; handles pending at shutdown) and the
 // settings registry's rejection of bad values.
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// CASES.md 17-20: requests that ranks disagree on fail on every rank, with a
+// docs/cases.md 17-20: requests that ranks disagree on fail on every rank, with a
 // message naming the tensor and the differing values; never a hang.
 
 #include <gtest/gtest.h>

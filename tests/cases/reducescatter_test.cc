@@ -1,4 +1,4 @@
-// CASES.md 14: reducescatter gives rank r its rows of the reduction.
+// docs/cases.md 14: reducescatter gives rank r its rows of the reduction.
 
 #include <gtest/gtest.h>
 

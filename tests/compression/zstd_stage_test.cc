@@ -1,4 +1,4 @@
-#include "compression/zstd_stage.h"
+#include "ops/tcp/zstd_stage.h"
 
 #include <gtest/gtest.h>
 

@@ -188,7 +188,6 @@ TEST(ControllerTest, ShutdownFailsPendingAndLaterRequests) {
   ctl.addRequest(allreduce(0, "p", {1}), -1, Clock::now());
   ctl.addShutdown(1);
   EXPECT_TRUE(ctl.shutdownRequested());
-  EXPECT_FALSE(ctl.allShutdown());
   std::vector<Response> ready = ctl.takeReady();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].error_code, StatusCode::kShutdown);
@@ -196,8 +195,6 @@ TEST(ControllerTest, ShutdownFailsPendingAndLaterRequests) {
   ready = ctl.takeReady();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].error_code, StatusCode::kShutdown);
-  ctl.addShutdown(0);
-  EXPECT_TRUE(ctl.allShutdown());
 }
 
 TEST(ControllerTest, StallInspectorFailsAfterShutdownTime) {

@@ -1,6 +1,6 @@
 // Quick end-to-end checks of tutti::Runtime: N ranks as threads of this
 // process over loopback TCP, with the test's own rendezvous server. The full
-// behaviour suite is tests/cases (docs CASES.md).
+// behaviour suite is tests/cases (docs/cases.md).
 
 #include <gtest/gtest.h>
 

@@ -117,6 +117,23 @@ TEST(Hosts, LocalAndLoopback) {
   EXPECT_FALSE(isLoopbackHost("10.1.2.3"));
 }
 
+TEST(Hosts, NamesOfThisMachineAreOneHost) {
+  char name[HOST_NAME_MAX + 1] = {};
+  ASSERT_EQ(gethostname(name, sizeof(name) - 1), 0);
+  std::vector<HostSlots> hosts;
+  ASSERT_TRUE(parseHostList("localhost:2,127.0.0.1:2," + std::string(name) + ":1", &hosts).isOk());
+  ASSERT_EQ(hosts.size(), 1u);
+  EXPECT_EQ(hosts[0].host, "localhost");
+  EXPECT_EQ(hosts[0].slots, 5);
+  ASSERT_TRUE(
+      parseHostfile("127.0.0.1 slots=2\n127.0.0.2 slots=1\nlocalhost slots=3\n", "h", &hosts)
+          .isOk());
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts[0].host, "127.0.0.1");
+  EXPECT_EQ(hosts[0].slots, 5);
+  EXPECT_EQ(hosts[1].host, "127.0.0.2");  // another loopback address: another host
+}
+
 }  // namespace
 }  // namespace launcher
 }  // namespace tutti

@@ -192,6 +192,19 @@ def case_bad_flags():
         check(rc == 0 and "Exit codes" in out, "--help")
 
 
+def case_local_host_names():
+    # localhost, 127.0.0.1 and this machine's name are one host: local ranks
+    # 0..3 of 4, one cross rank (not two hosts each with a local rank 0).
+    hosts = "localhost:2,127.0.0.1:1,%s:1" % socket.gethostname()
+    rc, out, _, _ = tuttirun(["-H", hosts, "sh", "-c",
+                              'echo "placement $TUTTI_LOCAL_RANK/$TUTTI_LOCAL_SIZE '
+                              '$TUTTI_CROSS_RANK/$TUTTI_CROSS_SIZE"'])
+    check(rc == 0, "exit code %d" % rc)
+    for r in range(4):
+        want = "[%d]<stdout>: placement %d/4 0/1" % (r, r)
+        check(want in out.splitlines(), "missing %r in %r" % (want, out))
+
+
 def case_allreduce_np4():
     check(ARGS.allreduce, "--allreduce not given")
     rc, out, err, _ = tuttirun(["-np", "4", ARGS.allreduce], timeout=280)

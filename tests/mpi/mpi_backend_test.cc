@@ -1,5 +1,5 @@
 // The mpi backend's own tests, run in every process of `mpirun -np N`:
-// placement from MPI, backend selection, the barrier's ordering (CASES 15,
+// placement from MPI, backend selection, the barrier's ordering (docs/cases.md 15,
 // measured in time since the ranks share no memory), the chunked paths for
 // counts beyond one MPI call (reached with a tiny chunk size), the control
 // channel and the close notice.
@@ -205,7 +205,7 @@ TEST(MpiBackendTest, ChunkedPathsGiveTheSameResults) {
   ASSERT_TRUE(IsOk(backend.barrier()));
 }
 
-// CASES 15 without shared memory: after a common start, rank r enters the
+// docs/cases.md 15 without shared memory: after a common start, rank r enters the
 // barrier 40·r ms late; no rank may leave it before the last one entered.
 TEST(MpiBarrierTest, ReturnsOnlyAfterEveryRankEntered) {
   const int size = mpiSettings().size;
@@ -225,7 +225,7 @@ TEST(MpiBarrierTest, ReturnsOnlyAfterEveryRankEntered) {
   });
 }
 
-// CASES 23 on a fixed MPI world: the same process creates and shuts down a
+// docs/cases.md 23 on a fixed MPI world: the same process creates and shuts down a
 // Runtime three times (MPI is initialised once and finalised at exit).
 TEST(MpiLifecycleTest, InitShutdownInitThreeTimes) {
   const int size = mpiSettings().size;

@@ -1,4 +1,4 @@
-// tests/support/thread_harness.h, implemented for MPI processes: the CASES
+// tests/support/thread_harness.h, implemented for MPI processes: the docs/cases.md
 // suites of tests/cases link this file instead of thread_harness.cc and run
 // under `mpirun -np N`. Each process is one rank: runThreadRanks(size, body)
 // creates this process's Runtime on the mpi backend (rank and size from

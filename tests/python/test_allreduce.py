@@ -1,4 +1,4 @@
-"""Allreduce through tutti.torch (CASES.md 1-7, 17-20)."""
+"""Allreduce through tutti.torch (docs/cases.md 1-7, 17-20)."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
 """Allgather, broadcast, alltoall, reducescatter, barrier and join through
-tutti.torch (CASES.md 8-16), and the grouped allgather and reducescatter."""
+tutti.torch (docs/cases.md 8-16), and the grouped allgather and reducescatter."""
 
 import time
 

@@ -117,7 +117,9 @@ def test_allreduce_async_fused():
         handle = hvd.allreduce_async(tensor, average=False, name="hs.fused.%d" % i)
         pending = pending or not hvd.poll(handle)
         handles.append((handle, _f32(tensor)[0] * hvd.size()))
-    assert pending or hvd.rank() != 0, "hvd.poll() always returns True, not an async op?"
+    # At one rank no op waits for a peer: it may finish before the poll.
+    assert pending or hvd.rank() != 0 or hvd.size() == 1, \
+        "hvd.poll() always returns True, not an async op?"
     for handle, expected in handles:
         assert torch.equal(_f32(hvd.synchronize(handle))[0], expected)
 
@@ -242,7 +244,9 @@ def test_allgather_async_fused():
         handle = hvd.allgather_async(tensor, name="hs.ag.fused.%d" % i)
         pending = pending or not hvd.poll(handle)
         handles.append((handle, dim))
-    assert pending or hvd.rank() != 0, "hvd.poll() always returns True, not an async op?"
+    # At one rank no op waits for a peer: it may finish before the poll.
+    assert pending or hvd.rank() != 0 or hvd.size() == 1, \
+        "hvd.poll() always returns True, not an async op?"
     for handle, dim in handles:
         _check_gathered(hvd.synchronize(handle), [17] * hvd.size(), dim)
 
@@ -437,7 +441,9 @@ def test_reducescatter_async_fused():
         handle = hvd.reducescatter_async(tensor, op=hvd.Sum, name="hs.rs.fused.%d" % i)
         pending = pending or not hvd.poll(handle)
         handles.append((handle, _f32(_scattered(tensor))[0] * hvd.size()))
-    assert pending or hvd.rank() != 0, "hvd.poll() always returns True, not an async op?"
+    # At one rank no op waits for a peer: it may finish before the poll.
+    assert pending or hvd.rank() != 0 or hvd.size() == 1, \
+        "hvd.poll() always returns True, not an async op?"
     for handle, expected in handles:
         assert torch.equal(_f32(hvd.synchronize(handle))[0], expected)
 

@@ -1,5 +1,5 @@
 """init -> shutdown -> init in one process, and what shutdown does to pending
-ops (CASES.md 23). Sorted last by conftest.py."""
+ops (docs/cases.md 23). Sorted last by conftest.py."""
 
 import pytest
 import torch

@@ -2,7 +2,8 @@
 
 The library is searched in this order: the TUTTI_LIBRARY environment variable
 (a file path), this package's directory, <repo>/build/bindings/c for a source
-checkout, then the system's linker path (ldconfig). Thread-safety: load() may
+checkout, then the system's linker path (ldconfig), then libtutti.so.0 as the
+dynamic linker finds it (LD_LIBRARY_PATH, ld.so.cache). Thread-safety: load() may
 be called from any thread; the library is loaded once per process.
 """
 
@@ -142,6 +143,9 @@ def candidate_paths():
     found = ctypes.util.find_library("tutti")
     if found:
         paths.append(found)
+    # The soname, as the dynamic linker finds it (LD_LIBRARY_PATH, ld.so.cache:
+    # Debian's libtutti0 has no libtutti.so, which find_library looks for).
+    paths.append("libtutti.so.%d" % ABI_MAJOR)
     return paths
 
 

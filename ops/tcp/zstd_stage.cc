@@ -1,4 +1,4 @@
-#include "compression/zstd_stage.h"
+#include "ops/tcp/zstd_stage.h"
 
 #include <zstd.h>
 #include <zstd_errors.h>
