@@ -89,6 +89,8 @@ double reduced(ReduceOp op, int ranks, int64_t g) {
       for (int r = 0; r < ranks; ++r) p *= reduceInput(op, r, g);
       return p;
     }
+    case ReduceOp::kAdasum:  // not parsed (parseReduceOp)
+      break;
   }
   return NAN;
 }
@@ -140,6 +142,8 @@ bool parseReduceOp(const std::string& name, ReduceOp* op) {
     return true;
   }
   for (int i = 0; i < kNumReduceOps; ++i) {
+    // Adasum is not element-wise: the check below has no closed form for it.
+    if (static_cast<ReduceOp>(i) == ReduceOp::kAdasum) continue;
     if (name == reduceOpName(static_cast<ReduceOp>(i))) {
       *op = static_cast<ReduceOp>(i);
       return true;

@@ -20,6 +20,13 @@ Status CountingBackend::allreduceOutOfPlace(const void* in, void* out, size_t co
   return inner_.allreduceOutOfPlace(in, out, count, dtype, op);
 }
 
+Status CountingBackend::adasumAllreduce(void* buf, const std::vector<size_t>& counts,
+                                        DataType dtype) {
+  const uint64_t elements = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
+  add(2 * share(elements * dataTypeSize(dtype)));
+  return inner_.adasumAllreduce(buf, counts, dtype);
+}
+
 Status CountingBackend::allgatherv(const void* input, void* output,
                                    const std::vector<size_t>& bytes_per_rank) {
   const int n = size();

@@ -7,7 +7,9 @@
 // The count is algorithm-aware, in the tcp backend's ring terms (the mpi
 // backend is counted the same way, as the ring-equivalent):
 //   allreduce      2 (n-1) / n * bytes        (ring reduce-scatter + allgather;
-//                  also allreduceOutOfPlace)
+//                  also allreduceOutOfPlace, and adasumAllreduce, whose
+//                  halving and doubling move the same; its dot-product sums,
+//                  24 bytes per tensor per step, are not counted)
 //   allgatherv     sum of the blocks except the right neighbour's (the ring
 //                  forwards every block but that one; (n-1) * chunk when even)
 //   reducescatter  (n-1) / n * input bytes
@@ -42,6 +44,7 @@ class CountingBackend : public Backend {
   Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
   Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                              ReduceOp op) override;
+  Status adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;

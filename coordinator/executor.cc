@@ -80,6 +80,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
     return compressedAllreduce(r, entries, *compressor, state_.compressors, backend_, size_,
                                &compression_scratch_);
   }
+  if (r.reduce_op == ReduceOp::kAdasum) return adasum(r, entries);
   const size_t elem = dataTypeSize(r.dtype);
   const ReduceOp op = backendOp(r.reduce_op);
   const int divisor = averageDivisor(r, size_);
@@ -159,6 +160,45 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
     while (first < r.names.size() && first_begin + static_cast<size_t>(r.sizes[first]) <= end) {
       first_begin += static_cast<size_t>(r.sizes[first++]);
     }
+  }
+  return Status::ok();
+}
+
+Status Executor::adasum(const Response& r, const std::vector<const TensorEntry*>& entries) {
+  const size_t elem = dataTypeSize(r.dtype);
+  const std::vector<size_t> counts(r.sizes.begin(), r.sizes.end());
+  if (r.names.size() == 1 && entries[0] != nullptr) {
+    // Alone: combined in the caller's output buffer.
+    const TensorEntry& e = *entries[0];
+    TUTTI_CHECK_EQ(static_cast<int64_t>(counts[0]), e.input.numElements());
+    if (e.output.data != e.input.data && counts[0] > 0) {
+      std::memcpy(e.output.data, e.input.data, counts[0] * elem);
+    }
+    scaleInPlace(e.output.data, counts[0], r.dtype, r.prescale);
+    TUTTI_RETURN_IF_ERROR(backend_.adasumAllreduce(e.output.data, counts, r.dtype));
+    scaleInPlace(e.output.data, counts[0], r.dtype, r.postscale);
+    return Status::ok();
+  }
+  // Fused (or this rank joined: zeros): staged whole, end to end.
+  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+  uint8_t* buf = fusion_buffer_.reserve(total * elem);
+  for (size_t i = 0, at = 0; i < counts.size(); at += counts[i++]) {
+    uint8_t* part = buf + at * elem;
+    if (entries[i] == nullptr) {
+      std::memset(part, 0, counts[i] * elem);
+      continue;
+    }
+    TUTTI_CHECK_EQ(static_cast<int64_t>(counts[i]), entries[i]->input.numElements());
+    if (counts[i] > 0) std::memcpy(part, entries[i]->input.data, counts[i] * elem);
+    scaleInPlace(part, counts[i], r.dtype, r.prescale);
+  }
+  collective_.start = std::chrono::steady_clock::now();
+  TUTTI_RETURN_IF_ERROR(backend_.adasumAllreduce(buf, counts, r.dtype));
+  collective_.end = std::chrono::steady_clock::now();
+  for (size_t i = 0, at = 0; i < counts.size(); at += counts[i++]) {
+    if (entries[i] == nullptr || counts[i] == 0) continue;
+    std::memcpy(entries[i]->output.data, buf + at * elem, counts[i] * elem);
+    scaleInPlace(entries[i]->output.data, counts[i], r.dtype, r.postscale);
   }
   return Status::ok();
 }

@@ -12,6 +12,10 @@
 //    average) to the result; integers scale in float64 and round
 //    (ops/reduce.h). A rank without an entry for a name (it joined)
 //    contributes zeros of the size the Response gives.
+//  - allreduce with ReduceOp::kAdasum: Backend::adasumAllreduce over whole
+//    tensors (a fused response is staged at once, with its tensor
+//    boundaries, so each tensor is combined on its own); prescale before,
+//    postscale after, no average division (Horovod's AdasumMPIAllreduceOp).
 //  - allgather, alltoall, reducescatter: the output is allocated into the
 //    Completion's OwnedTensor; alltoall also reports the received splits.
 //  - broadcast: into the output buffer (root copies its input first).
@@ -87,6 +91,7 @@ class Executor {
 
  private:
   Status allreduce(const Response& r, const std::vector<const TensorEntry*>& entries);
+  Status adasum(const Response& r, const std::vector<const TensorEntry*>& entries);
   Status allgather(const Response& r, const TensorEntry* entry, Completion* done);
   Status broadcast(const Response& r, const TensorEntry* entry);
   Status alltoall(const Response& r, const TensorEntry* entry, Completion* done);

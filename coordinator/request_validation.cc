@@ -4,6 +4,8 @@
 #include <functional>
 #include <sstream>
 
+#include "ops/algorithms/allreduce_adasum.h"
+
 namespace tutti {
 
 namespace {
@@ -24,6 +26,24 @@ Status checkView(const Request& r, const TensorView& t, const char* what) {
   Status st = checkTensorView(t, what);
   if (st.isOk()) return st;
   return Status(st.code(), prefix(r) + st.message());
+}
+
+// Adasum's limits, as Horovod's: allreduce only, float16/32/64, a
+// power-of-two number of ranks; CPU tensors only here.
+Status checkAdasum(const Request& r, const TensorView& t, int size) {
+  if (r.type != OpType::kAllreduce) {
+    return Status::invalidArgument(prefix(r) +
+                                   "Adasum reduces allreduce and grouped allreduce only; "
+                                   "reducescatter accepts sum, average, min, max and product");
+  }
+  if (t.device == DeviceType::kCuda) {
+    return Status::invalidArgument(prefix(r) +
+                                   "Adasum runs on CPU tensors only in tutti (Horovod's GPU "
+                                   "Adasum needs NCCL and MPI); copy the tensor to the CPU");
+  }
+  Status st = checkAdasumType(t.dtype);
+  if (st.isOk()) st = checkAdasumSize(size);
+  return st.isOk() ? st : Status::invalidArgument(prefix(r) + st.message());
 }
 
 }  // namespace
@@ -60,6 +80,7 @@ Status validateLocalRequest(const Request& r, const TensorView& input, const Ten
     if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale)) {
       return Status::invalidArgument(prefix(r) + "prescale and postscale must be finite numbers");
     }
+    if (r.reduce_op == ReduceOp::kAdasum) TUTTI_RETURN_IF_ERROR(checkAdasum(r, input, size));
   }
   switch (r.type) {
     case OpType::kAllgather:

@@ -25,6 +25,9 @@ namespace tutti {
 
 // `output` is nullptr for ops whose output the runtime allocates. `size` is
 // the size of the request's process set; request.root is within the set.
+// ReduceOp::kAdasum is accepted on allreduce only, for CPU
+// float16/float32/float64 tensors, with a power-of-two `size` (as Horovod's);
+// anything else is kInvalidArgument saying what is accepted.
 Status validateLocalRequest(const Request& request, const TensorView& input,
                             const TensorView* output, int size);
 

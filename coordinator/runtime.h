@@ -109,7 +109,8 @@ class Runtime {
   int lostRank() const;
 
   // Allreduce `input` into `output` (same dtype and shape; may be the same
-  // memory). Ops: every ReduceOp; bool allows sum/min/max/product as logical ops.
+  // memory). Ops: every ReduceOp; bool allows sum/min/max/product as logical ops;
+  // kAdasum: float16/32/64 CPU tensors on a power-of-two number of ranks.
   Status allreduce(const TensorView& input, const TensorView& output, const OpOptions& options,
                    Handle* handle);
   // Allreduce several tensors negotiated and fused as one group: none starts

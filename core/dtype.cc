@@ -77,6 +77,8 @@ const char* reduceOpName(ReduceOp op) {
       return "max";
     case ReduceOp::kProduct:
       return "product";
+    case ReduceOp::kAdasum:
+      return "adasum";
   }
   return "invalid";
 }

@@ -40,8 +40,13 @@ enum class ReduceOp : uint8_t {
   kMin = 2,
   kMax = 3,
   kProduct = 4,
+  // Adaptive summation (Maleki et al., MLSys 2021; Horovod's Adasum): pairs
+  // of ranks' vectors a, b combine as (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b
+  // up a tree of ranks (ops/algorithms/allreduce_adasum.h). Allreduce only;
+  // float16, float32, float64 only; power-of-two numbers of ranks only.
+  kAdasum = 5,
 };
-constexpr int kNumReduceOps = 5;
+constexpr int kNumReduceOps = 6;
 const char* reduceOpName(ReduceOp op);
 bool isValidReduceOp(int value);
 

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -40,6 +41,17 @@ class Backend {
                                      ReduceOp op) {
     if (in != out && count > 0) std::memcpy(out, in, count * dataTypeSize(dtype));
     return allreduce(out, count, dtype, op);
+  }
+
+  // Adasum (ops/algorithms/allreduce_adasum.h), in place over `buf`: the
+  // tensors of `counts` elements laid end to end, each combined on its own.
+  // The coordinator validated dtype (float16/32/64) and size (a power of
+  // two). The default returns kInvalidArgument naming the backend; tcp and
+  // mpi run the algorithm over their point-to-point transport.
+  virtual Status adasumAllreduce(void* /*buf*/, const std::vector<size_t>& /*counts*/,
+                                 DataType /*dtype*/) {
+    return Status::invalidArgument(std::string("the ") + name() +
+                                   " backend does not run Adasum (tcp and mpi do)");
   }
 
   // Rank r contributes `bytes_per_rank[r]` bytes from `input`; `output`

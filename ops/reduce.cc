@@ -78,6 +78,8 @@ void reduceTyped(void* dst, const void* src, size_t count, ReduceOp op) {
     case ReduceOp::kProduct:
       reduceLoop<ProductOp>(d, s, count);
       return;
+    case ReduceOp::kAdasum:  // not element-wise: ops/algorithms/allreduce_adasum.h
+      break;
   }
   TUTTI_CHECK_EQ(static_cast<int>(op), -1);  // unknown operator: a bug upstream
 }

@@ -14,7 +14,8 @@
 namespace tutti {
 
 // dst[i] = dst[i] op src[i] for i < count. `op` is kSum, kMin, kMax or
-// kProduct (kAverage reduces as kSum). bool: sum and max are logical or,
+// kProduct (kAverage reduces as kSum; kAdasum is not element-wise and is a
+// bug here: ops/algorithms/allreduce_adasum.h). bool: sum and max are logical or,
 // min and product logical and.
 void reduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
 

@@ -77,7 +77,11 @@ typedef enum tutti_reduce_op {
   TUTTI_AVERAGE = 1, /* sum divided by the number of contributing ranks */
   TUTTI_MIN = 2,
   TUTTI_MAX = 3,
-  TUTTI_PRODUCT = 4
+  TUTTI_PRODUCT = 4,
+  /* Adaptive summation (Horovod's Adasum, docs/adasum.md): allreduce only, of
+   * float16/float32/float64 CPU tensors, over a power-of-two number of ranks;
+   * anything else is TUTTI_ERR_INVALID_ARGUMENT on every rank. */
+  TUTTI_ADASUM = 5
 } tutti_reduce_op;
 
 /* Status codes. Values equal tutti::StatusCode (core/status.h). */
@@ -235,7 +239,9 @@ TUTTI_API int tutti_cross_size(void);
  * toward zero (and saturated), as Horovod's: prescale on each rank's input
  * before the sum (3 * 0.5 -> 1 per rank), postscale after it; TUTTI_AVERAGE of
  * integers is the sum divided by the size, truncated (75 / 2 -> 37, -75 / 2
- * -> -37). float16/bfloat16 scale in float32.
+ * -> -37). float16/bfloat16 scale in float32. TUTTI_ADASUM (float16/32/64
+ * CPU tensors, power-of-two sizes) combines each tensor on its own, between
+ * the prescale and the postscale, as Horovod (docs/adasum.md).
  * `op` is a tutti_reduce_op; scale factors are plain multipliers (1.0 = none).
  */
 TUTTI_API int tutti_allreduce_async(const tutti_tensor* input, const tutti_tensor* output,
@@ -310,6 +316,7 @@ TUTTI_API int tutti_alltoall_async(const tutti_tensor* input, const int64_t* spl
  * Reduces the input (same shape on every rank) as allreduce does and gives
  * rank r rows [offset_r, offset_r + rows_r) of the result, where rows_r =
  * d0 / size plus one for the first d0 % size ranks. Output through the handle.
+ * Every op but TUTTI_ADASUM (TUTTI_ERR_INVALID_ARGUMENT).
  */
 TUTTI_API int tutti_reducescatter_async(const tutti_tensor* input, const char* name, int op,
                                         double prescale, double postscale, tutti_handle* handle);

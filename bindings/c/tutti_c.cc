@@ -45,7 +45,8 @@ static_assert(TUTTI_AVERAGE == static_cast<int>(tutti::ReduceOp::kAverage), "op 
 static_assert(TUTTI_MIN == static_cast<int>(tutti::ReduceOp::kMin), "op ABI");
 static_assert(TUTTI_MAX == static_cast<int>(tutti::ReduceOp::kMax), "op ABI");
 static_assert(TUTTI_PRODUCT == static_cast<int>(tutti::ReduceOp::kProduct), "op ABI");
-static_assert(tutti::kNumReduceOps == 5, "a new op needs a TUTTI_* value in tutti.h");
+static_assert(TUTTI_ADASUM == static_cast<int>(tutti::ReduceOp::kAdasum), "op ABI");
+static_assert(tutti::kNumReduceOps == 6, "a new op needs a TUTTI_* value in tutti.h");
 static_assert(TUTTI_OK == static_cast<int>(tutti::StatusCode::kOk), "status ABI");
 static_assert(TUTTI_ERR_INVALID_ARGUMENT == static_cast<int>(tutti::StatusCode::kInvalidArgument),
               "status ABI");
@@ -167,7 +168,7 @@ int checkHandleOut(const void* handle) {
 
 int toOp(int op, tutti::ReduceOp* out) {
   if (!tutti::isValidReduceOp(op)) {
-    return failInvalid("op = " + std::to_string(op) + ": expected a tutti_reduce_op in [0, 4]");
+    return failInvalid("op = " + std::to_string(op) + ": expected a tutti_reduce_op in [0, 5]");
   }
   *out = static_cast<tutti::ReduceOp>(op);
   return TUTTI_OK;

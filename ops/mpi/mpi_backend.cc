@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 
+#include "ops/algorithms/allreduce_adasum.h"
 #include "ops/mpi/mpi_environment.h"
 
 namespace tutti {
@@ -25,6 +26,8 @@ MPI_Op predefinedOp(ReduceOp op) {
       return MPI_MAX;
     case ReduceOp::kProduct:
       return MPI_PROD;
+    case ReduceOp::kAdasum:  // not element-wise: MpiBackend::adasumAllreduce
+      break;
   }
   return MPI_OP_NULL;
 }
@@ -103,6 +106,13 @@ Status MpiBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp o
     done += n;
   }
   return Status::ok();
+}
+
+Status MpiBackend::adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) {
+  if (!broken_.isOk()) return broken_;
+  Status st = allreduceAdasum(transport_, buf, counts, dtype, &adasum_scratch_);
+  if (st.code() == StatusCode::kPeerLost) broken_ = st;
+  return st;
 }
 
 Status MpiBackend::allgatherv(const void* input, void* output,

@@ -30,6 +30,7 @@
 // Threading: the runtime's background thread only.
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "ops/backend.h"
@@ -51,6 +52,9 @@ class MpiBackend : public Backend {
   int rank() const override { return transport_.rank(); }
   int size() const override { return transport_.size(); }
   Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  // Adasum over the MpiTransport's point-to-point messages
+  // (ops/algorithms/allreduce_adasum.h), as Horovod's MPI Adasum.
+  Status adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;
@@ -68,6 +72,7 @@ class MpiBackend : public Backend {
   const MPI_Comm comm_;
   const size_t max_chunk_bytes_;
   Status broken_;
+  std::vector<uint8_t> adasum_scratch_;  // half the buffer; reused between calls
 };
 
 }  // namespace tutti

@@ -67,6 +67,8 @@ NcclType ncclTypeOf(DataType dtype, ReduceOp op) {
     case ReduceOp::kProduct:
       t.op = ncclProd;
       break;
+    case ReduceOp::kAdasum:  // never here: Adasum runs on CPU tensors only (validation)
+      break;
   }
   switch (dtype) {
     case DataType::kUInt8:

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "ops/algorithms/allgather_ring.h"
+#include "ops/algorithms/allreduce_adasum.h"
 #include "ops/algorithms/allreduce_recursive_doubling.h"
 #include "ops/algorithms/allreduce_ring.h"
 #include "ops/algorithms/alltoall_pairwise.h"
@@ -66,6 +67,10 @@ Status TcpBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp o
 Status TcpBackend::allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                                        ReduceOp op) {
   return allreduceBySize(in, out, count, dtype, op);
+}
+
+Status TcpBackend::adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) {
+  return allreduceAdasum(transport_, buf, counts, dtype, &scratch_);
 }
 
 Status TcpBackend::allgatherv(const void* input, void* output,

@@ -4,6 +4,7 @@
 // call by ops/algorithm_table.h (by collective and payload size, with
 // TUTTI_ALGORITHMS's overrides first); ring and chain algorithms are
 // pipelined in segments of `segment_bytes` (0: ring::kDefaultSegmentBytes).
+// Adasum by ops/algorithms/allreduce_adasum.h.
 
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +28,7 @@ class TcpBackend : public Backend {
   Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
   Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                              ReduceOp op) override;
+  Status adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;
@@ -45,8 +47,8 @@ class TcpBackend : public Backend {
   size_t segment_bytes_;
   std::vector<AlgorithmOverride> overrides_;
   // Reused between calls so steady-state collectives do not allocate:
-  // two received segments (allreduce) and a partial-sums buffer
-  // (reducescatter).
+  // two received segments (allreduce; half the buffer for Adasum) and a
+  // partial-sums buffer (reducescatter).
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> work_;
 };

@@ -309,5 +309,33 @@ TEST(LocalValidationTest, ActionableErrors) {
   EXPECT_EQ(reducescatterRows(10, 2, 4), 2);
 }
 
+TEST(ValidationTest, AdasumLimitsAreNamed) {
+  float data[8] = {};
+  TensorView in{data, DataType::kFloat32, {8}};
+  Request r = allreduce(0, "a", {8});
+  r.reduce_op = ReduceOp::kAdasum;
+  EXPECT_TRUE(validateLocalRequest(r, in, &in, 4).isOk());
+  EXPECT_TRUE(validateLocalRequest(r, in, &in, 1).isOk());
+  Status st = validateLocalRequest(r, in, &in, 6);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "allreduce 'a': Adasum runs on a power-of-two number of ranks (1, 2, 4, 8, ...), as "
+            "Horovod's; this one has 6");
+  TensorView ints{data, DataType::kInt32, {8}};
+  r.dtype = DataType::kInt32;
+  EXPECT_NE(validateLocalRequest(r, ints, &ints, 4).message().find("float16, float32 and float64"),
+            std::string::npos);
+  TensorView cuda = in;
+  cuda.device = DeviceType::kCuda;
+  r.dtype = DataType::kFloat32;
+  r.device = DeviceType::kCuda;
+  EXPECT_NE(validateLocalRequest(r, cuda, &cuda, 4).message().find("CPU tensors only"),
+            std::string::npos);
+  r.device = DeviceType::kCpu;
+  r.type = OpType::kReducescatter;
+  EXPECT_NE(validateLocalRequest(r, in, nullptr, 4).message().find("reducescatter accepts"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tutti

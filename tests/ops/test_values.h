@@ -123,6 +123,8 @@ inline double applyOp(DataType t, ReduceOp op, double a, double b) {
       return a < b ? b : a;
     case ReduceOp::kProduct:
       return a * b;
+    case ReduceOp::kAdasum:  // not element-wise: tests/ops/adasum_test.cc
+      break;
   }
   return 0;
 }

@@ -1,10 +1,11 @@
 """Horovod 0.28.1's own PyTorch test cases (test/parallel/test_torch.py), CPU
 part, ported to tutti: what a Horovod user's suite asserts about the ops.
 
-Process-set, Adasum and GPU cases are left out (docs/horovod.md). Every rank
-runs every test in the same order; tests that need two ranks are skipped on
-every rank of a job of one (the job size is the same everywhere). Each test
-names its ops, so a failed op cannot be matched with the next test's.
+Process-set and GPU cases are left out (docs/horovod.md); Adasum's are in
+test_adasum.py. Every rank runs every test in the same order; tests that
+need two ranks are skipped on every rank of a job of one (the job size is
+the same everywhere). Each test names its ops, so a failed op cannot be
+matched with the next test's.
 The optimizer, state, join and object cases: test_horovod_suite_optim.py.
 """
 

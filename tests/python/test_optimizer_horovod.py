@@ -194,13 +194,6 @@ def test_sum_op_gives_size_times_the_average():
     assert torch.allclose(flat(model), flat(reference), rtol=1e-5, atol=1e-6)
 
 
-def test_adasum_is_a_clear_error():
-    model = make_model(seed=0)
-    with pytest.raises(hvd.InvalidArgumentError, match="Adasum is not implemented"):
-        hvd.DistributedOptimizer(sgd(model), named_parameters=model.named_parameters(),
-                                 op=hvd.Adasum)
-
-
 @pytest.mark.parametrize("how", ["groups=2", "groups=list", "num_groups=2"])
 def test_groups_allreduce_together_and_match(how):
     s = hvd.size()

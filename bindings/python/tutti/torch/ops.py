@@ -39,7 +39,7 @@ import warnings
 import torch
 
 from tutti import _library
-from tutti.basics import built_with
+from tutti.basics import built_with, size
 from tutti.compression import Compression, native_spec
 from tutti.errors import InvalidArgumentError, error_for
 from tutti import process_sets as _process_sets
@@ -52,7 +52,7 @@ Average = 1
 Min = 2
 Max = 3
 Product = 4
-Adasum = "Adasum"  # accepted name, not implemented: raises
+Adasum = 5  # adaptive summation: allreduce only, float16/32/64, 2^k ranks (docs/adasum.md)
 
 _DTYPE_CODES = {
     torch.uint8: 0,
@@ -149,11 +149,24 @@ def _op_code(op, average=None):
         return Average if average else Sum
     if op is None:
         return Average
-    if op == Adasum:
-        raise InvalidArgumentError("op=Adasum is not implemented by tutti", 1)
-    if op not in (Sum, Average, Min, Max, Product):
-        raise InvalidArgumentError("op=%r: expected Sum, Average, Min, Max or Product" % (op,), 1)
+    if op not in (Sum, Average, Min, Max, Product, Adasum):
+        raise InvalidArgumentError(
+            "op=%r: expected Sum, Average, Min, Max, Product or Adasum" % (op,), 1)
     return op
+
+
+def _check_adasum(op, process_set):
+    """As Horovod's _allreduce_async: Adasum on a number of ranks that is not
+    a power of two raises NotImplementedError before anything is enqueued
+    (every rank of the set does the same). Other limits (dtype, CUDA
+    tensors, reducescatter) are the core's InvalidArgumentError."""
+    if op != Adasum:
+        return
+    n = process_set.size() if hasattr(process_set, "size") else size()
+    if n & (n - 1):
+        raise NotImplementedError(
+            "Running Adasum with non-power of 2 ranks is not supported yet. (%d ranks; Adasum "
+            "runs on 1, 2, 4, 8, ... ranks)" % n)
 
 
 def _output_tensor(c_handle, device=None):
@@ -228,6 +241,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     op = _op_code(op, average)
+    _check_adasum(op, process_set)
     inp = _contiguous(tensor)
     out = torch.empty_like(inp, memory_format=torch.contiguous_format)
     h = _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression,
@@ -241,6 +255,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     ps_id = _process_set_id(process_set)
     _check_tensor(tensor)
     op = _op_code(op, average)
+    _check_adasum(op, process_set)
     buf = _contiguous(tensor)
     h = _allreduce_enqueue(buf, buf, name, op, prescale_factor, postscale_factor, compression,
                            ps_id)
@@ -294,6 +309,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     for i, t in enumerate(tensors):
         _check_tensor(t, "tensors[%d]" % i)
     op = _op_code(op, average)
+    _check_adasum(op, process_set)
     inputs = [_contiguous(t) for t in tensors]
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in inputs]
     hs = _grouped_enqueue(inputs, outputs, name, op, prescale_factor, postscale_factor,
@@ -311,6 +327,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     for i, t in enumerate(tensors):
         _check_tensor(t, "tensors[%d]" % i)
     op = _op_code(op, average)
+    _check_adasum(op, process_set)
     bufs = [_contiguous(t) for t in tensors]
     hs = _grouped_enqueue(bufs, bufs, name, op, prescale_factor, postscale_factor, compression,
                           ps_id)

@@ -35,8 +35,9 @@ from tutti import elastic, process_sets
 from tutti.basics import size
 from tutti.torch import ops
 from tutti.torch import _update_averaging
+from tutti.torch import adasum_optimizer
 from tutti.compression import native_spec
-from tutti.errors import InvalidArgumentError, MismatchError
+from tutti.errors import MismatchError
 from tutti.torch.functions import allgather_object
 from tutti.torch.sparse import sparse_allreduce_async
 
@@ -138,12 +139,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._name_prefix = "#%d" % self._index if self._index else ""
         self._set_compression(compression, compress_updates, op, backward_passes_per_step)
         named_parameters = _named_parameters(self.param_groups, named_parameters)
-        if op == ops.Adasum:
-            raise InvalidArgumentError(
-                "DistributedOptimizer: op=Adasum is not implemented by tutti (use Average or Sum)",
-                1)
-        if op not in (ops.Average, ops.Sum, ops.Min, ops.Max, ops.Product):
-            raise ValueError("op must be Average, Sum, Min, Max or Product")
+        # Adasum comes here only on one rank (Horovod's choice; otherwise
+        # tutti.torch.adasum_optimizer): its allreduce of one rank is the identity.
+        if op not in (ops.Average, ops.Sum, ops.Min, ops.Max, ops.Product, ops.Adasum):
+            raise ValueError("op must be Average, Sum, Min, Max, Product or Adasum")
         if backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be >= 1, got %d"
                              % backward_passes_per_step)
@@ -473,8 +472,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     with compress/decompress): its compress(grad) -> (tensor, ctx) runs before
     an uncompressed allreduce and decompress(tensor, ctx) after.
     backward_passes_per_step: local gradient accumulation steps before each
-    allreduce. op: Average (default), Sum, Min, Max, Product (Adasum: an
-    InvalidArgumentError). gradient_predivide_factor: with Average, divides
+    allreduce. op: Average (default), Sum, Min, Max, Product, or Adasum: with
+    more than one rank, Horovod's Adasum optimizer (tutti.torch.adasum_optimizer:
+    each rank steps the wrapped optimizer on its own gradient and the
+    parameter changes are combined with Adasum; compression none, fp16 or a
+    Python compressor; groups, sparse_as_dense, gradient_predivide_factor and
+    compress_updates do not apply). gradient_predivide_factor: with Average, divides
     before the sum and multiplies after (numerics only; ValueError with
     another op). groups: an int (the parameters in that many consecutive
     groups) or a list of lists of parameters; each group's gradients go as
@@ -519,6 +522,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
                       "in v0.23.0.", DeprecationWarning)
         if groups is None:
             groups = num_groups
+    if op == ops.Adasum and size() > 1:
+        return adasum_optimizer.make(optimizer, named_parameters, compression,
+                                     backward_passes_per_step, process_set)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,

@@ -1,0 +1,106 @@
+#include "ops/adasum_math.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/check.h"
+#include "core/half.h"
+
+namespace tutti {
+namespace {
+
+// float16 is widened to float32 in blocks of this many elements (on the
+// stack), as ops/reduce.cc does.
+constexpr size_t kBlock = 256;
+
+template <typename T>
+void accumulate(const T* __restrict a, const T* __restrict b, size_t count, DotAndNorms* out) {
+  double dot = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double x = static_cast<double>(a[i]);
+    const double y = static_cast<double>(b[i]);
+    dot += x * y;
+    aa += x * x;
+    bb += y * y;
+  }
+  out->dot += dot;
+  out->a_norm2 += aa;
+  out->b_norm2 += bb;
+}
+
+template <typename T>
+void scaledAdd(T* __restrict a, double ca, const T* __restrict b, double cb, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    a[i] = static_cast<T>(ca * static_cast<double>(a[i]) + cb * static_cast<double>(b[i]));
+  }
+}
+
+}  // namespace
+
+bool adasumSupportsType(DataType dtype) {
+  return dtype == DataType::kFloat16 || dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
+}
+
+DotAndNorms adasumDotAndNorms(const void* a, const void* b, size_t count, DataType dtype) {
+  DotAndNorms out;
+  switch (dtype) {
+    case DataType::kFloat32:
+      accumulate(static_cast<const float*>(a), static_cast<const float*>(b), count, &out);
+      return out;
+    case DataType::kFloat64:
+      accumulate(static_cast<const double*>(a), static_cast<const double*>(b), count, &out);
+      return out;
+    case DataType::kFloat16: {
+      const auto* ha = static_cast<const uint16_t*>(a);
+      const auto* hb = static_cast<const uint16_t*>(b);
+      float fa[kBlock], fb[kBlock];
+      for (size_t start = 0; start < count; start += kBlock) {
+        const size_t n = std::min(kBlock, count - start);
+        halfToFloatBuffer(ha + start, fa, n);
+        halfToFloatBuffer(hb + start, fb, n);
+        accumulate(fa, fb, n, &out);
+      }
+      return out;
+    }
+    default:
+      break;
+  }
+  TUTTI_CHECK(adasumSupportsType(dtype));  // a caller's bug: validation rejects the rest
+  return out;
+}
+
+AdasumCoefficients adasumCoefficients(double dot, double a_norm2, double b_norm2) {
+  // Horovod's threshold: below it the vector counts as zero.
+  constexpr double kZeroNorm2 = 1e-8;
+  AdasumCoefficients c;
+  if (a_norm2 >= kZeroNorm2) c.a = 1.0 - dot / a_norm2 * 0.5;
+  if (b_norm2 >= kZeroNorm2) c.b = 1.0 - dot / b_norm2 * 0.5;
+  return c;
+}
+
+void adasumScaledAdd(void* a, double ca, const void* b, double cb, size_t count, DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return scaledAdd(static_cast<float*>(a), ca, static_cast<const float*>(b), cb, count);
+    case DataType::kFloat64:
+      return scaledAdd(static_cast<double*>(a), ca, static_cast<const double*>(b), cb, count);
+    case DataType::kFloat16: {
+      auto* ha = static_cast<uint16_t*>(a);
+      const auto* hb = static_cast<const uint16_t*>(b);
+      float fa[kBlock], fb[kBlock];
+      for (size_t start = 0; start < count; start += kBlock) {
+        const size_t n = std::min(kBlock, count - start);
+        halfToFloatBuffer(ha + start, fa, n);
+        halfToFloatBuffer(hb + start, fb, n);
+        scaledAdd(fa, ca, fb, cb, n);
+        floatToHalfBuffer(fa, ha + start, n);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  TUTTI_CHECK(adasumSupportsType(dtype));
+}
+
+}  // namespace tutti
