@@ -45,8 +45,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         from tutti.torch import optimizer as _optimizer
 
-        with _optimizer._constructed_lock:
-            index = next(_optimizer._constructed)
+        index = _optimizer._construction_index(process_set)
         self._name_prefix = "#%d" % index if index else ""
         self._compression = _check_compression(compression)
         self._process_set = process_set

@@ -126,16 +126,23 @@ def _form_groups(param_groups, groups):
     return {p: tuple(group) for group in formed if group for p in group}
 
 
+def _construction_index(process_set):
+    """How many distributed optimizers this process built over `process_set`
+    before this one (their gradient names differ by it: "#k")."""
+    ps_id = process_sets.process_set_id(process_set)
+    with _constructed_lock:
+        index = _constructed.get(ps_id, 0)
+        _constructed[ps_id] = index + 1
+    return index
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
                  gradient_predivide_factor, groups, sparse_as_dense, compress_updates,
                  process_set):
         super(self.__class__, self).__init__(params)
         self.process_set = process_set
-        ps_id = process_sets.process_set_id(process_set)
-        with _constructed_lock:
-            self._index = _constructed.get(ps_id, 0)
-            _constructed[ps_id] = self._index + 1
+        self._index = _construction_index(process_set)
         self._name_prefix = "#%d" % self._index if self._index else ""
         self._set_compression(compression, compress_updates, op, backward_passes_per_step)
         named_parameters = _named_parameters(self.param_groups, named_parameters)
