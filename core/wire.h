@@ -36,8 +36,11 @@ class BufferWriter {
   }
   void putRaw(const void* p, size_t n) {
     if (n == 0) return;
-    const auto* b = static_cast<const uint8_t*>(p);
-    bytes_.insert(bytes_.end(), b, b + n);
+    // resize + memcpy rather than insert(): GCC 12 at -O3 reports a false
+    // -Wstringop-overflow for vector::insert of a few bytes.
+    const size_t at = bytes_.size();
+    bytes_.resize(at + n);
+    std::memcpy(bytes_.data() + at, p, n);
   }
   // Zero bytes up to a total of `n` (fixed-size records); nothing when the
   // writer holds `n` bytes or more already.
