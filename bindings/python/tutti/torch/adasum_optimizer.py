@@ -69,15 +69,9 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
     def _register_hooks(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    p.grad = p.data.new(p.size()).zero_()
-                    self._requires_update.add(p)
-                    p_tmp = p.expand_as(p)
-                    grad_acc = p_tmp.grad_fn.next_functions[0][0]
-                    grad_acc.register_hook(self._make_hook(p))
-                    self._grad_accs.append(grad_acc)
+        from tutti.torch import optimizer as _optimizer
+
+        _optimizer._register_grad_hooks(self, allocate_grads=True)
 
     def _allreduce_delta_async(self, p):
         """Steps the wrapped optimizer on p alone, turns p into the delta and

@@ -126,6 +126,22 @@ def _form_groups(param_groups, groups):
     return {p: tuple(group) for group in formed if group for p in group}
 
 
+def _register_grad_hooks(opt, allocate_grads):
+    """Hooks opt._make_hook(p) onto the gradient accumulator of every
+    parameter that requires a gradient (Horovod's way: through
+    p.expand_as(p)'s grad_fn); allocate_grads: first give p a zero gradient."""
+    for group in opt.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                if allocate_grads:
+                    p.grad = p.data.new(p.size()).zero_()
+                opt._requires_update.add(p)
+                p_tmp = p.expand_as(p)
+                grad_acc = p_tmp.grad_fn.next_functions[0][0]
+                grad_acc.register_hook(opt._make_hook(p))
+                opt._grad_accs.append(grad_acc)
+
+
 def _construction_index(process_set):
     """How many distributed optimizers this process built over `process_set`
     before this one (their gradient names differ by it: "#k")."""
@@ -232,14 +248,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _register_hooks(self):
         # No gradient is allocated here (Horovod's way): a sparse gradient
         # must not be accumulated into a dense zero tensor.
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    self._requires_update.add(p)
-                    p_tmp = p.expand_as(p)
-                    grad_acc = p_tmp.grad_fn.next_functions[0][0]
-                    grad_acc.register_hook(self._make_hook(p))
-                    self._grad_accs.append(grad_acc)
+        _register_grad_hooks(self, allocate_grads=False)
 
     def _scale_factors(self):
         """(prescale, postscale): Average splits gradient_predivide_factor around the sum."""
