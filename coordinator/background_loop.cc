@@ -34,12 +34,6 @@ bool abortNotice(const ControlMessage& m, Status* status) {
   return true;
 }
 
-Completion failed(const Status& status) {
-  Completion c;
-  c.status = status;
-  return c;
-}
-
 }  // namespace
 
 void RuntimeImpl::loop() {
@@ -268,7 +262,7 @@ Status RuntimeImpl::executeList(const ResponseList& list) {
       timeline_.recordError(resp, present, listed);
       const Status st(resp.error_code, resp.error_message);
       for (size_t i = 0; i < n; ++i) {
-        if (present[i]) handles_.complete(present[i]->handle, failed(st));
+        if (present[i]) handles_.complete(present[i]->handle, Completion::failure(st));
       }
       continue;
     }
@@ -353,8 +347,9 @@ void RuntimeImpl::abort(const Status& detected) {
     }
   }
   TUTTI_LOG(kError) << "aborting every pending op: " << status.toString();
-  for (TensorEntry& e : queue_.close(status)) handles_.complete(e.handle, failed(status));
-  for (TensorEntry& e : orphaned_) handles_.complete(e.handle, failed(status));
+  for (TensorEntry& e : queue_.close(status))
+    handles_.complete(e.handle, Completion::failure(status));
+  for (TensorEntry& e : orphaned_) handles_.complete(e.handle, Completion::failure(status));
   orphaned_.clear();
   if (rank_ == 0 && size_ > 1) {
     // Best effort: the transport may be broken already; closing the
@@ -380,12 +375,13 @@ void RuntimeImpl::abort(const Status& detected) {
 }
 
 void RuntimeImpl::finishShutdown() {
-  for (TensorEntry& e : orphaned_) handles_.complete(e.handle, failed(orphaned_status_));
+  for (TensorEntry& e : orphaned_)
+    handles_.complete(e.handle, Completion::failure(orphaned_status_));
   orphaned_.clear();
   for (TensorEntry& e : queue_.close(Status::shutdown("tutti was shut down"))) {
-    handles_.complete(
-        e.handle, failed(Status::shutdown(std::string(opTypeName(e.request.type)) + " '" +
-                                          e.request.name + "' was pending when tutti shut down")));
+    handles_.complete(e.handle, Completion::failure(Status::shutdown(
+                                    std::string(opTypeName(e.request.type)) + " '" +
+                                    e.request.name + "' was pending when tutti shut down")));
   }
 }
 

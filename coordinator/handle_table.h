@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "coordinator/runtime.h"
@@ -31,6 +32,13 @@ struct Completion {
   OwnedTensor output;
   std::vector<int64_t> received_splits;  // alltoall: rows received from each rank
   int join_result = -1;                  // join: the last rank to join
+
+  // The completion of an op that failed with `status` (no output).
+  static Completion failure(Status status) {
+    Completion c;
+    c.status = std::move(status);
+    return c;
+  }
 
   // A runtime-sized output of `bytes` bytes (contents left to the op).
   void setOutput(DataType dtype, Shape shape, size_t bytes) {

@@ -106,13 +106,10 @@ Status RuntimeImpl::executeRemoveProcessSet(const Response& resp, Completion* do
   set_exec_.erase(id);
   const std::string why = "was pending when process set " + std::to_string(id) + " was removed";
   for (TensorEntry& e : queue_.takeProcessSet(id)) {
-    handles_.complete(e.handle,
-                      Completion{Status::invalidArgument(std::string(opTypeName(e.request.type)) +
-                                                         " '" + e.request.name + "' " + why),
-                                 false,
-                                 {},
-                                 {},
-                                 -1});
+    handles_.complete(
+        e.handle,
+        Completion::failure(Status::invalidArgument(std::string(opTypeName(e.request.type)) + " '" +
+                                                    e.request.name + "' " + why)));
   }
   if (controller_) controller_->failProcessSet(id, why);
   return Status::ok();
@@ -134,14 +131,9 @@ Status RuntimeImpl::executeResponse(const Response& resp,
     auto it = set_exec_.find(resp.process_set);
     if (it == set_exec_.end()) {
       // Not a member (nothing to do), or the set was removed meanwhile.
-      completions->assign(
-          resp.names.size(),
-          Completion{Status::invalidArgument("process set " + std::to_string(resp.process_set) +
-                                             " was removed before this op ran"),
-                     false,
-                     {},
-                     {},
-                     -1});
+      completions->assign(resp.names.size(), Completion::failure(Status::invalidArgument(
+                                                 "process set " + std::to_string(resp.process_set) +
+                                                 " was removed before this op ran")));
       *executed = std::any_of(present.begin(), present.end(), [](auto* e) { return e; });
       return Status::ok();
     }

@@ -48,12 +48,8 @@ Status RuntimeImpl::shutdown() {
   // Handles enqueued after the thread closed the queue were refused; any
   // left (none expected) are completed here so that no wait hangs.
   for (TensorEntry& e : queue_.close(Status::shutdown("tutti was shut down"))) {
-    handles_.complete(e.handle, Completion{Status::shutdown("'" + e.request.name +
-                                                            "' was pending when tutti shut down"),
-                                           false,
-                                           {},
-                                           {},
-                                           -1});
+    handles_.complete(e.handle, Completion::failure(Status::shutdown(
+                                    "'" + e.request.name + "' was pending when tutti shut down")));
   }
   return Status::ok();
 }
