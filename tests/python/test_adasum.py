@@ -180,3 +180,24 @@ def test_distributed_optimizer_adasum_trains_with_adam_and_fp16():
         with pytest.raises(ValueError, match="does not apply to Adasum"):
             hvd.DistributedOptimizer(sgd(model), named_parameters=model.named_parameters(),
                                      op=hvd.Adasum, compression=hvd.Compression.topk(0.1))
+
+
+def test_adasum_over_even_and_odd_process_sets():
+    """Adasum within a set combines its members' tensors only (rank order
+    within the set), like Adasum over a world of the set's size."""
+    size = hvd.size()
+    if size < 4 or size % 4:
+        pytest.skip("needs two sets of a power-of-two size: 4 or 8 ranks")
+    rank = hvd.rank()
+    even = hvd.add_process_set([r for r in range(size) if r % 2 == 0])
+    odd = hvd.add_process_set([r for r in range(size) if r % 2 == 1])
+    try:
+        ps = even if rank % 2 == 0 else odd
+        shape = (3, 5)
+        out = hvd.allreduce(rank_tensor(rank, 1, shape, torch.float64), op=hvd.Adasum,
+                            name="adasum.sets", process_set=ps)
+        expected = reference([rank_tensor(m, 1, shape, torch.float64) for m in ps.ranks])
+        assert torch.allclose(out.reshape(-1), expected, rtol=1e-12, atol=1e-12)
+    finally:
+        hvd.remove_process_set(odd)
+        hvd.remove_process_set(even)
