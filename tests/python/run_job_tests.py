@@ -30,7 +30,7 @@ def run(cmd, env, timeout):
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         print(e.stdout or "")
-        sys.exit("FAIL: %s did not finish within %d s" % (cmd[0], timeout))
+        sys.exit("FAIL: %s did not finish within %d s" % (" ".join(cmd[:4]), timeout))
     print(proc.stdout, flush=True)
     return proc.returncode, proc.stdout
 

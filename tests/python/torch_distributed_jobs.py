@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from run_job_tests import run  # same directory: the job runner with a deadline
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PYTHON = "/usr/bin/python3"
@@ -48,18 +50,6 @@ def base_env(args):
     for var in [v for v in env if v.startswith(("TUTTI_RANK", "TUTTI_SIZE", "MASTER_", "RANK"))]:
         del env[var]
     return env
-
-
-def run(cmd, env, timeout):
-    print("+ " + " ".join(cmd), flush=True)
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        print(e.stdout or "")
-        sys.exit("FAIL: %s did not finish within %d s" % (" ".join(cmd[:4]), timeout))
-    print(proc.stdout, flush=True)
-    return proc.returncode, proc.stdout
 
 
 def torchrun(args, extra):
