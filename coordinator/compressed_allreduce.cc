@@ -51,7 +51,8 @@ Status castAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
     }
     input = buf;
   }
-  TUTTI_RETURN_IF_ERROR(compressor.compress(input, total, r.dtype, r.names[0], &scratch->packed));
+  TUTTI_RETURN_IF_ERROR(compressor.compress(
+      input, total, r.dtype, tensorKey(r.process_set, r.names[0]), &scratch->packed));
   TUTTI_RETURN_IF_ERROR(backend.allreduce(scratch->packed.data(), total,
                                           compressor.wireDType(r.dtype), ReduceOp::kSum));
   const size_t wire_elem = dataTypeSize(compressor.wireDType(r.dtype));
@@ -86,8 +87,8 @@ Status gatherAllreduce(const Response& r, const std::vector<const TensorEntry*>&
     for (size_t i = 0; i < n; ++i) {
       const size_t count = static_cast<size_t>(r.sizes[i]);
       const void* input = stagedInput(entries[i], count, r.dtype, r.prescale, staging);
-      TUTTI_RETURN_IF_ERROR(
-          compressor.compress(input, count, r.dtype, r.names[i], &scratch->chunk));
+      TUTTI_RETURN_IF_ERROR(compressor.compress(
+          input, count, r.dtype, tensorKey(r.process_set, r.names[i]), &scratch->chunk));
       chunk_bytes[i] = scratch->chunk.size();
       scratch->packed.insert(scratch->packed.end(), scratch->chunk.begin(), scratch->chunk.end());
     }
@@ -159,7 +160,8 @@ Status ringAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
     size_t at = 0;
     for (size_t i = 0; i < n; ++i) {
       const size_t count = static_cast<size_t>(r.sizes[i]);
-      std::vector<float>* kept = compressor.residualFor(r.names[i], count);
+      std::vector<float>* kept =
+          compressor.residualFor(tensorKey(r.process_set, r.names[i]), count);
       TUTTI_CHECK(kept != nullptr);
       float* fused = scratch->residual.data() + at;
       if (in) {

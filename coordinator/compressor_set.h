@@ -2,11 +2,13 @@
 
 // CompressorSet: the runtime's compressors, one per canonical spec in use
 // (compression/compressor.h), created on first use and kept for the
-// runtime's life, so that error-feedback residuals (keyed by tensor name)
-// persist across steps and across fusion groupings.
+// runtime's life, so that error-feedback residuals persist across steps and
+// across fusion groupings. Residuals are keyed by tensorKey(set, name)
+// (core/message.h): the name itself for the global set, so the same name in
+// two process sets keeps two residuals.
 //
 // Residuals as state: residuals()/setResiduals() give and take every
-// compressor's residuals, keyed by canonical spec then tensor name, so that
+// compressor's residuals, keyed by canonical spec then tensor key, so that
 // elastic training can commit them with the model and restore them after a
 // membership change. A residual whose element count no longer matches its
 // tensor is reset to zeros on next use (the tensor changed shape).

@@ -303,6 +303,39 @@ def test_same_name_in_two_sets_and_the_global_set_at_once(even_odd):
     assert hvd.synchronize(in_set).tolist() == [float(sum(q + 1 for q in mine.ranks))] * 8
 
 
+def topk1_reference(inputs, residuals, key):
+    """Top-1 of 4 with error feedback (compression/topk_compressor.h), summed
+    over the ranks in `inputs` (rank -> tensor); residuals[(rank, key)] kept."""
+    out = torch.zeros(4)
+    for q, x in inputs.items():
+        acc = x + residuals.get((q, key), torch.zeros(4))
+        i = int(torch.argmax(acc.abs()))  # first of equal magnitudes
+        out[i] += acc[i]
+        acc[i] = 0
+        residuals[(q, key)] = acc
+    return out
+
+
+def test_error_feedback_residuals_are_per_set(even_odd):
+    """One name compressed in the global set and in this rank's set keeps two
+    residuals: each result is what the reference gets with one residual per
+    (set, name); a residual shared between the sets gives other sums."""
+    even, odd, mine = even_odd
+    if min(len(even.ranks), len(odd.ranks)) < 2:
+        pytest.skip("needs two ranks in each set")  # on every rank alike
+    topk = tutti.Compression.topk(0.25)  # k = 1 of 4
+    residuals = {}
+    for step in range(4):
+        x = {q: values(q, (4,), torch.float32, seed=step) for q in range(hvd.size())}
+        y = {q: values(q, (4,), torch.float32, seed=10 + step) for q in range(hvd.size())}
+        got = hvd.allreduce(x[hvd.rank()], op=hvd.Sum, name="ef.shared", compression=topk)
+        assert got.tolist() == topk1_reference(x, residuals, "world").tolist()
+        got = hvd.allreduce(y[hvd.rank()], op=hvd.Sum, name="ef.shared", compression=topk,
+                            process_set=mine)
+        want = topk1_reference({q: y[q] for q in mine.ranks}, residuals, mine.process_set_id)
+        assert got.tolist() == want.tolist()
+
+
 def test_overlapping_sets_never_deadlock():
     n, r = hvd.size(), hvd.rank()
     if n < 3:
