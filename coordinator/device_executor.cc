@@ -26,7 +26,8 @@ DeviceExecutor::DeviceExecutor(const BackendBundle& bundle, int rank, int size)
     : rank_(rank),
       size_(size),
       open_device_(bundle.open_device),
-      connect_device_backend_(bundle.connect_device_backend) {}
+      connect_device_backend_(bundle.connect_device_backend),
+      connect_device_set_(bundle.connect_device_set) {}
 
 DeviceExecutor::~DeviceExecutor() = default;
 
@@ -88,12 +89,19 @@ Status DeviceExecutor::context(DeviceContext** out) {
   return Status::ok();
 }
 
-Status DeviceExecutor::directBackend(DeviceContext& ctx, DeviceBackend** out) {
+Status DeviceExecutor::directBackend(DeviceContext& ctx, const Response& r, Backend& host,
+                                     DeviceBackend** out) {
   *out = nullptr;
-  if (!connect_device_backend_) return Status::ok();
-  if (!direct_) TUTTI_RETURN_IF_ERROR(connect_device_backend_(ctx, &direct_));
-  *out = direct_.get();
-  return Status::ok();
+  if (r.process_set == kGlobalProcessSet) {
+    if (!connect_device_backend_) return Status::ok();
+    return sets_.get(
+        r.process_set,
+        [&](std::unique_ptr<DeviceBackend>* b) { return connect_device_backend_(ctx, b); }, out);
+  }
+  if (!connect_device_set_) return Status::ok();
+  return sets_.get(
+      r.process_set,
+      [&](std::unique_ptr<DeviceBackend>* b) { return connect_device_set_(ctx, host, b); }, out);
 }
 
 template <typename Fn>
@@ -110,15 +118,19 @@ Status DeviceExecutor::collectiveInPlace(Backend* direct, Backend& host, void* b
 }
 
 Status DeviceExecutor::execute(const Response& r, const std::vector<const TensorEntry*>& entries,
-                               std::vector<Completion>* completions, Backend& host,
-                               Compressor* compressor, CompressorSet* compressors) {
+                               std::vector<Completion>* completions, Backend& host, int rank,
+                               int size, Compressor* compressor, CompressorSet* compressors) {
   TUTTI_CHECK(compressor == nullptr || (r.type == OpType::kAllreduce && compressors != nullptr));
   TUTTI_CHECK_EQ(entries.size(), r.names.size());
   completions->assign(r.names.size(), Completion{});
+  rank_ = rank;
+  size_ = size;
   DeviceContext* ctx = nullptr;
   TUTTI_RETURN_IF_ERROR(context(&ctx));
+  // Adasum is staged through the host backend: it opens no device backend.
+  const bool adasum = r.type == OpType::kAllreduce && r.reduce_op == ReduceOp::kAdasum;
   DeviceBackend* device_backend = nullptr;
-  TUTTI_RETURN_IF_ERROR(directBackend(*ctx, &device_backend));
+  if (!adasum) TUTTI_RETURN_IF_ERROR(directBackend(*ctx, r, host, &device_backend));
   Backend* direct = device_backend;
   // The type the collective reduces: the 16-bit wire type of a cast.
   const DataType reduced =
@@ -195,9 +207,13 @@ Status DeviceExecutor::allreduce(DeviceContext& ctx, Backend* direct, Backend& h
   }
   if (compressor == nullptr) {
     TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, r.prescale));
+    const std::vector<size_t> counts(r.sizes.begin(), r.sizes.end());
     TUTTI_RETURN_IF_ERROR(
-        collectiveInPlace(direct, host, buf, total * elem, true,
-                          [&](Backend& b, void* p) { return b.allreduce(p, total, r.dtype, op); }));
+        collectiveInPlace(direct, host, buf, total * elem, true, [&](Backend& b, void* p) {
+          // Adasum: direct is null (execute()).
+          return op == ReduceOp::kAdasum ? b.adasumAllreduce(p, counts, r.dtype)
+                                         : b.allreduce(p, total, r.dtype, op);
+        }));
     TUTTI_RETURN_IF_ERROR(ctx.scale(buf, total, r.dtype, r.postscale, averageDivisor(r, size_)));
   } else if (compressor->exchangeKind() == ExchangeKind::kAllreduce) {
     TUTTI_RETURN_IF_ERROR(castReduce(ctx, direct, host, r, buf, total, *compressor));

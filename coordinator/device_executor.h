@@ -6,12 +6,32 @@
 // sees CUDA.
 //
 // Which backend moves the bytes:
-//  - direct: with TUTTI_BACKEND=nccl the bundle's device backend (NCCL)
-//    reduces in device memory; opened at the first CUDA response (every rank
-//    executes it at the same point, which makes the opening collective).
-//  - staged: otherwise (tcp, mpi; and on nccl for dtypes NCCL cannot reduce,
-//    int16) the bytes go to a pinned host buffer (cudaMemcpyAsync), through
-//    the host backend, and back. This is how several ranks share one GPU.
+//  - direct: with TUTTI_BACKEND=nccl a device backend (NCCL) reduces in
+//    device memory. One per process set (coordinator/device_backend_sets.h):
+//    the global set's is the bundle's connect_device_backend, opened at the
+//    first CUDA response of the global set (every rank executes it at the
+//    same point, which makes the opening collective); another set's is the
+//    bundle's connect_device_set over the set's members, opened at the set's
+//    first CUDA response that needs it (every member executes it at the same
+//    point) and freed by removeSet() or with the executor.
+//  - staged: otherwise (tcp, mpi; on nccl for dtypes NCCL cannot reduce,
+//    int16; and Adasum everywhere) the bytes go to a pinned host buffer
+//    (cudaMemcpyAsync), through the host backend (the set's), and back. This
+//    is how several ranks share one GPU.
+//
+// Process sets: a response runs over its set (Response.process_set): rank,
+// size, roots, averages and layouts are the set's, as on the host (the
+// caller passes the set's executor's rank and size), and the host backend
+// is the set's.
+//
+// Adasum (ReduceOp::kAdasum) on CUDA tensors is staged: the fused buffer
+// (prescaled on the device) is copied to pinned host memory, combined by the
+// host backend's Adasum (ops/algorithms/allreduce_adasum.h, the same code and
+// bytes as for CPU tensors), copied back and postscaled on the device. Cost
+// over the CPU path: one device-to-host and one host-to-device copy of the
+// buffer and a stream synchronisation; the combine runs on the CPU. Horovod
+// runs GPU Adasum hierarchically (NCCL within a node, MPI Adasum across
+// nodes); tutti does not.
 //
 // Per op, on tutti's stream: wait for the framework's stream (the event
 // recorded at enqueue), stage (allreduce: every tensor of a fused response
@@ -62,6 +82,7 @@
 #include "compression/compressor.h"
 #include "coordinator/compressed_allreduce.h"
 #include "coordinator/compressor_set.h"
+#include "coordinator/device_backend_sets.h"
 #include "coordinator/handle_table.h"
 #include "coordinator/tensor_queue.h"
 #include "core/message.h"
@@ -88,9 +109,18 @@ class DeviceExecutor {
   // tensors (same arguments, same results). `host` is the host backend.
   // `compressor`: the allreduce's compressor (from `compressors`), or null
   // for an uncompressed op; `compressors` may be null when it is.
+  // `rank` and `size`: this rank's in the response's process set and the
+  // set's size (host.rank() and host.size() for the backend the caller runs).
   Status execute(const Response& response, const std::vector<const TensorEntry*>& entries,
-                 std::vector<Completion>* completions, Backend& host,
+                 std::vector<Completion>* completions, Backend& host, int rank, int size,
                  Compressor* compressor = nullptr, CompressorSet* compressors = nullptr);
+
+  // Background thread: frees process set `set_id`'s device backend (its
+  // NCCL communicator), if one was opened. Called when the set's removal
+  // executes; a no-op on ranks outside the set.
+  void removeSet(int32_t set_id) { sets_.remove(set_id); }
+  // Background thread: whether set `set_id` has an open device backend.
+  bool hasDeviceBackend(int32_t set_id) const { return sets_.isOpen(set_id); }
 
  private:
   // A collective on `bytes` bytes at device address `buf`, run directly on
@@ -100,7 +130,9 @@ class DeviceExecutor {
   Status collectiveInPlace(Backend* direct, Backend& host, void* buf, size_t bytes, bool copy_in,
                            Fn&& fn);
   Status context(DeviceContext** out);
-  Status directBackend(DeviceContext& ctx, DeviceBackend** out);
+  // The device backend of response `r`'s set (null: staged), opened on
+  // first use; `host` is the set's host backend.
+  Status directBackend(DeviceContext& ctx, const Response& r, Backend& host, DeviceBackend** out);
   Status allreduce(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
                    const std::vector<const TensorEntry*>& entries, Compressor* compressor,
                    CompressorSet* compressors);
@@ -120,15 +152,18 @@ class DeviceExecutor {
   Status reducescatter(DeviceContext& ctx, Backend* direct, Backend& host, const Response& r,
                        const TensorEntry* e, Completion* done);
 
-  const int rank_;
-  const int size_;
+  // This rank's rank in the process set of the response being executed, and
+  // its size (set by execute(); background thread).
+  int rank_;
+  int size_;
   const decltype(BackendBundle::open_device) open_device_;
   const decltype(BackendBundle::connect_device_backend) connect_device_backend_;
+  const decltype(BackendBundle::connect_device_set) connect_device_set_;
 
   std::mutex mu_;                           // guards opening the context
   std::unique_ptr<DeviceContext> context_;  // set once, under mu_
   std::atomic<DeviceContext*> context_ptr_{nullptr};
-  std::unique_ptr<DeviceBackend> direct_;   // background thread; destroyed first
+  DeviceBackendSets sets_;                  // per process set; background thread; destroyed first
   CompressionScratch compression_scratch_;  // host compression stage (top-k, int8)
 };
 

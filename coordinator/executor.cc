@@ -47,7 +47,8 @@ Status Executor::execute(const Response& r, const std::vector<const TensorEntry*
     if (device_ == nullptr) return Status::internal("a CUDA response but no device executor");
     Compressor* compressor = nullptr;
     if (r.type == OpType::kAllreduce) TUTTI_RETURN_IF_ERROR(compressorFor(r, &compressor));
-    return device_->execute(r, entries, completions, backend_, compressor, &state_.compressors);
+    return device_->execute(r, entries, completions, backend_, rank_, size_, compressor,
+                            &state_.compressors);
   }
   switch (r.type) {
     case OpType::kAllreduce:

@@ -104,6 +104,7 @@ Status RuntimeImpl::executeRemoveProcessSet(const Response& resp, Completion* do
     return Status::ok();
   }
   set_exec_.erase(id);
+  device_->removeSet(id);  // its NCCL communicator, if one was opened
   const std::string why = "was pending when process set " + std::to_string(id) + " was removed";
   for (TensorEntry& e : queue_.takeProcessSet(id)) {
     handles_.complete(

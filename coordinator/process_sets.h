@@ -20,7 +20,9 @@
 // cache, groups, fusion and stall inspection are per set: a tensor's key is
 // (set id, name) (core/message.h tensorKey), fusion never merges responses of
 // different sets, and each set's collectives run on a backend over its
-// members only (a sub-ring of the tcp mesh, an MPI sub-communicator).
+// members only (a sub-ring of the tcp mesh, an MPI sub-communicator; for
+// CUDA tensors on nccl, an NCCL communicator of the members made at the
+// set's first CUDA op, coordinator/device_backend_sets.h).
 //
 // Threading: ProcessSetTable is thread-safe (one mutex): framework threads
 // look sets up at enqueue, the background thread adds and removes them.

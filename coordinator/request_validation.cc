@@ -29,17 +29,13 @@ Status checkView(const Request& r, const TensorView& t, const char* what) {
 }
 
 // Adasum's limits, as Horovod's: allreduce only, float16/32/64, a
-// power-of-two number of ranks; CPU tensors only here.
+// power-of-two number of ranks. CUDA tensors are staged through the host
+// (coordinator/device_executor.h).
 Status checkAdasum(const Request& r, const TensorView& t, int size) {
   if (r.type != OpType::kAllreduce) {
     return Status::invalidArgument(prefix(r) +
                                    "Adasum reduces allreduce and grouped allreduce only; "
                                    "reducescatter accepts sum, average, min, max and product");
-  }
-  if (t.device == DeviceType::kCuda) {
-    return Status::invalidArgument(prefix(r) +
-                                   "Adasum runs on CPU tensors only in tutti (Horovod's GPU "
-                                   "Adasum needs NCCL and MPI); copy the tensor to the CPU");
   }
   Status st = checkAdasumType(t.dtype);
   if (st.isOk()) st = checkAdasumSize(size);

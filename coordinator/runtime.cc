@@ -121,13 +121,6 @@ Status RuntimeImpl::checkEntry(TensorEntry* entry, const TensorView& input,
           shapeToString(std::vector<int64_t>(set.ranks.begin(), set.ranks.end())) +
           "); the root is a global rank of one of its members");
     }
-    if (input.device == DeviceType::kCuda) {
-      return Status::invalidArgument(head +
-                                     "CUDA tensors run over the global process set only (process "
-                                     "set " +
-                                     std::to_string(set.id) +
-                                     "); copy the tensor to the CPU for this op");
-    }
   }
   TUTTI_RETURN_IF_ERROR(resolveCompression(options, &entry->request));
   TUTTI_RETURN_IF_ERROR(validateLocalRequest(entry->request, input, output, set.size()));

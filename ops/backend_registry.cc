@@ -4,9 +4,9 @@
 #include <chrono>
 
 #include "core/logging.h"
+#include "ops/subset_transport.h"
 #include "ops/tcp/tcp_backend.h"
 #include "ops/tcp/tcp_transport.h"
-#include "ops/subset_transport.h"
 #include "rendezvous/elastic_membership.h"
 #include "rendezvous/generation_store.h"
 #include "rendezvous/rendezvous_client.h"
@@ -95,6 +95,10 @@ void addDeviceSupport(const Settings& settings, const std::shared_ptr<TcpKeepali
       std::unique_ptr<Store> generation_store = generationStore(*keep);
       RetryOnce store(*generation_store);
       return connectNcclBackend(device, &store, settings, backend);
+    };
+    out->connect_device_set = [settings](DeviceContext& device, Backend& set_host,
+                                         std::unique_ptr<DeviceBackend>* backend) {
+      return connectNcclSetBackend(device, set_host, settings, backend);
     };
   }
 #endif

@@ -53,6 +53,16 @@ struct BackendBundle {
   std::function<Status(int device_id, std::unique_ptr<DeviceContext>* out)> open_device;
   std::function<Status(DeviceContext& device, std::unique_ptr<DeviceBackend>* out)>
       connect_device_backend;
+  // connect_device_set (TUTTI_BACKEND=nccl only) opens the device backend of
+  // a process set other than the global one: collective over the set's
+  // members only (each calls it at the same point of the response order, on
+  // the background thread); `set_host` is the set's host backend (rank and
+  // size within the set), used during the call to exchange what the
+  // members need to meet (NCCL's unique id). Null: a set's device tensors
+  // are staged through pinned memory and the set's host backend.
+  std::function<Status(DeviceContext& device, Backend& set_host,
+                       std::unique_ptr<DeviceBackend>* out)>
+      connect_device_set;
 
   // Opens the data path of a process set with these global ranks (ascending,
   // valid). Collective over the job: every rank calls it at the same point of

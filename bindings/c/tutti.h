@@ -357,7 +357,9 @@ TUTTI_API int tutti_op_options_init(tutti_op_options* options);
  * global rank), except broadcast's root, which is the root's global rank
  * (a member). A rank that is not a member, or an unknown set id, is
  * TUTTI_ERR_INVALID_ARGUMENT at once; ranks outside the set never take part.
- * CUDA tensors run over the global set only (TUTTI_ERR_INVALID_ARGUMENT).
+ * CUDA tensors run over a set as over the global set (with
+ * TUTTI_BACKEND=nccl on an NCCL communicator of the set's members); that
+ * path is compiled but not yet run on a GPU (docs/process-sets.md).
  */
 TUTTI_API int tutti_allreduce_async_opts(const tutti_tensor* input, const tutti_tensor* output,
                                          const char* name, int op, double prescale,

@@ -67,7 +67,7 @@ NcclType ncclTypeOf(DataType dtype, ReduceOp op) {
     case ReduceOp::kProduct:
       t.op = ncclProd;
       break;
-    case ReduceOp::kAdasum:  // never here: Adasum runs on CPU tensors only (validation)
+    case ReduceOp::kAdasum:  // never here: CUDA Adasum is staged through the host backend
       break;
   }
   switch (dtype) {
@@ -140,34 +140,47 @@ Status NcclBackend::create(DeviceContext& device, Store* store, int rank, int si
                             " ranks needs the rendezvous store");
   }
   std::unique_ptr<NcclBackend> backend(new NcclBackend(device, rank, size, timeout_seconds));
-  TUTTI_RETURN_IF_ERROR(backend->init(store));
+  TUTTI_RETURN_IF_ERROR(backend->init([&](ncclUniqueId* id) -> Status {
+    if (size == 1) return Status::ok();
+    if (rank == 0) {
+      const auto* p = reinterpret_cast<const uint8_t*>(id);
+      return store->set(kUniqueIdKey, std::vector<uint8_t>(p, p + sizeof(*id)));
+    }
+    std::vector<uint8_t> bytes;
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
+    TUTTI_RETURN_IF_ERROR(store->get(kUniqueIdKey, timeout, &bytes));
+    if (bytes.size() != sizeof(*id)) {
+      return Status::internal("the rendezvous store holds an ncclUniqueId of " +
+                              std::to_string(bytes.size()) + " bytes; expected " +
+                              std::to_string(sizeof(*id)));
+    }
+    std::memcpy(id, bytes.data(), sizeof(*id));
+    return Status::ok();
+  }));
   *out = std::move(backend);
   return Status::ok();
 }
 
-Status NcclBackend::init(Store* store) {
+Status NcclBackend::createOverHost(DeviceContext& device, Backend& host, double timeout_seconds,
+                                   std::unique_ptr<NcclBackend>* out) {
+  std::unique_ptr<NcclBackend> backend(
+      new NcclBackend(device, host.rank(), host.size(), timeout_seconds));
+  TUTTI_RETURN_IF_ERROR(backend->init([&](ncclUniqueId* id) -> Status {
+    // Rank 0's id to every member, over the members' host collective.
+    return host.size() > 1 ? host.broadcast(id, sizeof(*id), 0) : Status::ok();
+  }));
+  *out = std::move(backend);
+  return Status::ok();
+}
+
+Status NcclBackend::init(const std::function<Status(ncclUniqueId*)>& exchange) {
   TUTTI_NCCL_ENTER();
   TUTTI_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   TUTTI_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&barrier_buf_), sizeof(float)));
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
-  if (rank_ == 0) {
-    TUTTI_RETURN_IF_ERROR(check(ncclGetUniqueId(&id), "ncclGetUniqueId"));
-    if (size_ > 1) {
-      const auto* p = reinterpret_cast<const uint8_t*>(&id);
-      TUTTI_RETURN_IF_ERROR(store->set(kUniqueIdKey, std::vector<uint8_t>(p, p + sizeof(id))));
-    }
-  } else {
-    std::vector<uint8_t> bytes;
-    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000.0));
-    TUTTI_RETURN_IF_ERROR(store->get(kUniqueIdKey, timeout, &bytes));
-    if (bytes.size() != sizeof(id)) {
-      return Status::internal("the rendezvous store holds an ncclUniqueId of " +
-                              std::to_string(bytes.size()) + " bytes; expected " +
-                              std::to_string(sizeof(id)));
-    }
-    std::memcpy(&id, bytes.data(), sizeof(id));
-  }
+  if (rank_ == 0) TUTTI_RETURN_IF_ERROR(check(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+  TUTTI_RETURN_IF_ERROR(exchange(&id));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   return check(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config), "ncclCommInitRankConfig");

@@ -15,6 +15,14 @@
 // communicator is non-blocking (ncclConfig_t.blocking = 0) so that its
 // initialisation, too, is bounded by the timeout.
 //
+// A process set's communicator (createOverHost) is made the same way over
+// the set's members only, at the set's first CUDA response (which every
+// member executes at the same point of the order), with the id broadcast
+// over the set's host backend. Not ncclCommSplit of the job's communicator:
+// a split is collective over every rank of the parent, and ranks outside a
+// set never execute its responses, so they could not take part at that
+// point (Horovod, too, initialises a set's communicator from a unique id).
+//
 // Streams and blocking: every collective is queued on the DeviceContext's
 // stream (after what the executor queued there); the call then waits until
 // it finished on this rank, polling an event and ncclCommGetAsyncError with
@@ -38,6 +46,7 @@
 
 #include <nccl.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -52,6 +61,14 @@ class NcclBackend : public DeviceBackend {
   // size == 1.
   static Status create(DeviceContext& device, Store* store, int rank, int size,
                        double timeout_seconds, std::unique_ptr<NcclBackend>* out);
+  // A communicator over the ranks of `host` (a process set's host backend:
+  // rank and size are host.rank() and host.size()). Collective over those
+  // ranks only: host's rank 0 makes the ncclUniqueId and broadcasts it with
+  // host.broadcast (128 bytes); then ncclCommInitRankConfig, non-blocking and
+  // bounded by `timeout_seconds`, as create(). `host` is used only during
+  // the call.
+  static Status createOverHost(DeviceContext& device, Backend& host, double timeout_seconds,
+                               std::unique_ptr<NcclBackend>* out);
   ~NcclBackend() override;
   NcclBackend(const NcclBackend&) = delete;
   NcclBackend& operator=(const NcclBackend&) = delete;
@@ -72,7 +89,9 @@ class NcclBackend : public DeviceBackend {
 
  private:
   NcclBackend(DeviceContext& device, int rank, int size, double timeout_seconds);
-  Status init(Store* store);
+  // Makes the communicator; `exchange` gives every rank rank 0's id (on
+  // rank 0 it receives the new id to publish).
+  Status init(const std::function<Status(ncclUniqueId*)>& exchange);
   // Turns a failed NCCL call into the backend's broken status; waits out
   // ncclInProgress (non-blocking communicator) up to the deadline.
   Status check(ncclResult_t result, const char* call);

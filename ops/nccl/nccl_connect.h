@@ -17,4 +17,11 @@ namespace tutti {
 Status connectNcclBackend(DeviceContext& device, Store* store, const Settings& settings,
                           std::unique_ptr<DeviceBackend>* out);
 
+// A process set's NCCL communicator (NcclBackend::createOverHost): collective
+// over the members, the ncclUniqueId goes over `set_host` (the set's host
+// backend, whose rank and size are the set's); bounded by
+// settings.timeout_seconds.
+Status connectNcclSetBackend(DeviceContext& device, Backend& set_host, const Settings& settings,
+                             std::unique_ptr<DeviceBackend>* out);
+
 }  // namespace tutti

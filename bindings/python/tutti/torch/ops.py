@@ -20,7 +20,8 @@ tutti.process_sets). Only its members call the op; within it, sizes, splits,
 the rank order of outputs and an Average's divisor are the set's; broadcast's
 root_rank stays a global rank (a member). An op on a set this rank is not in,
 or on an unregistered set, raises InvalidArgumentError (a ValueError) at
-once; CUDA tensors run over the global set only.
+once. CUDA tensors over sets are accepted (not yet run on a GPU:
+docs/process-sets.md).
 
 Errors: enqueue errors raise at once (InvalidArgumentError, DuplicateNameError,
 NotInitializedError, PeerLostError, ...); errors of the op itself
