@@ -249,12 +249,19 @@ EnvLookup processEnv() {
   };
 }
 
-Status loadSettings(const EnvLookup& env, Settings* out) {
-  Settings s;
-  // Returns the validated value of a setting, or its default.
-  auto read = [&](const char* name, std::string* value) -> Status {
+namespace {
+
+// Reads settings from the environment, each validated against its spec; an
+// unset variable gives the spec's default ("" when it has none, which leaves
+// a numeric field at its initialiser).
+class EnvReader {
+ public:
+  explicit EnvReader(const EnvLookup& env) : env_(env) {}
+
+  // The validated value of a setting, or its default.
+  Status text(const char* name, std::string* value) const {
     const SettingSpec* spec = findSettingSpec(name);
-    auto v = env(name);
+    auto v = env_(name);
     if (!v.has_value()) {
       *value = spec->default_value;
       return Status::ok();
@@ -262,87 +269,90 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
     TUTTI_RETURN_IF_ERROR(validateSetting(*spec, *v));
     *value = *v;
     return Status::ok();
-  };
-  std::string v;
-  auto readInt = [&](const char* name, auto* field) -> Status {
-    TUTTI_RETURN_IF_ERROR(read(name, &v));
-    if (!v.empty()) *field = static_cast<std::remove_reference_t<decltype(*field)>>(std::stoll(v));
+  }
+  template <typename T>
+  Status integer(const char* name, T* field) const {
+    std::string v;
+    TUTTI_RETURN_IF_ERROR(text(name, &v));
+    if (!v.empty()) *field = static_cast<T>(std::stoll(v));
     return Status::ok();
-  };
-  auto readDouble = [&](const char* name, double* field) -> Status {
-    TUTTI_RETURN_IF_ERROR(read(name, &v));
+  }
+  Status number(const char* name, double* field) const {
+    std::string v;
+    TUTTI_RETURN_IF_ERROR(text(name, &v));
     if (!v.empty()) *field = std::stod(v);
     return Status::ok();
-  };
-  auto readString = [&](const char* name, std::string* field) -> Status {
-    TUTTI_RETURN_IF_ERROR(read(name, &v));
-    *field = v;
-    return Status::ok();
-  };
+  }
 
-  // The backend first: under mpirun it decides where the placement comes from.
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_BACKEND", &s.backend));
-  const bool under_mpirun = env(kMpirunSizeVar).has_value();
-  if (s.backend == "auto") s.backend = under_mpirun ? "mpi" : "tcp";
+ private:
+  const EnvLookup& env_;
+};
 
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_RANK", &s.rank));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SIZE", &s.size));
-  s.local_rank = s.rank;
-  s.local_size = s.size;
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_RANK", &s.local_rank));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_SIZE", &s.local_size));
-  if (s.backend == "mpi" && under_mpirun) {
+// Rank, size and the rest of the placement, the rendezvous and the secret.
+// `under_mpirun`: Open MPI's variables fill what TUTTI_* leaves unset (mpi backend).
+Status readPlacement(const EnvReader& r, const EnvLookup& env, bool under_mpirun, Settings* s) {
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_RANK", &s->rank));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_SIZE", &s->size));
+  s->local_rank = s->rank;
+  s->local_size = s->size;
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_LOCAL_RANK", &s->local_rank));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_LOCAL_SIZE", &s->local_size));
+  if (s->backend == "mpi" && under_mpirun) {
     // mpirun's own placement (the same as MPI_COMM_WORLD's, which the mpi
     // backend checks) wherever TUTTI_* does not say otherwise.
-    TUTTI_RETURN_IF_ERROR(mpirunPlacement(env, &s));
+    TUTTI_RETURN_IF_ERROR(mpirunPlacement(env, s));
   }
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_RANK", &s.cross_rank));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_SIZE", &s.cross_size));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_RENDEZVOUS_ADDR", &s.rendezvous_addr));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_RENDEZVOUS_PORT", &s.rendezvous_port));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_RENDEZVOUS_SERVER", &v));
-  s.rank0_hosts_rendezvous = (v == "rank0");
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_SECRET", &s.secret));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_HOSTNAME", &s.hostname));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_FUSION_THRESHOLD_BYTES", &s.fusion_threshold_bytes));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_CYCLE_TIME_MS", &s.cycle_time_ms));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CACHE_CAPACITY", &s.cache_capacity));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_STALL_CHECK_TIME_SECONDS", &s.stall_check_time_seconds));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_CROSS_RANK", &s->cross_rank));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_CROSS_SIZE", &s->cross_size));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_RENDEZVOUS_ADDR", &s->rendezvous_addr));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_RENDEZVOUS_PORT", &s->rendezvous_port));
+  std::string server;
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_RENDEZVOUS_SERVER", &server));
+  s->rank0_hosts_rendezvous = (server == "rank0");
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_SECRET", &s->secret));
+  return r.text("TUTTI_HOSTNAME", &s->hostname);
+}
+
+// The runtime knobs: fusion, cycle, cache, stall, timeouts, algorithms,
+// timeline, logging, compression, elastic.
+Status readKnobs(const EnvReader& r, Settings* s) {
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_FUSION_THRESHOLD_BYTES", &s->fusion_threshold_bytes));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_CYCLE_TIME_MS", &s->cycle_time_ms));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_CACHE_CAPACITY", &s->cache_capacity));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_STALL_CHECK_TIME_SECONDS", &s->stall_check_time_seconds));
   TUTTI_RETURN_IF_ERROR(
-      readDouble("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s.stall_shutdown_time_seconds));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_TIMEOUT_SECONDS", &s.timeout_seconds));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SEGMENT_BYTES", &s.segment_bytes));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_ALGORITHMS", &s.algorithms));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_SHM", &s.shm));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_TIMELINE", &s.timeline));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_TIMELINE_MARK_CYCLES", &s.timeline_mark_cycles));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_LOG_LEVEL", &s.log_level));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_COMPRESSION", &v));
-  TUTTI_RETURN_IF_ERROR(canonicalizeCompressionSpec(v, &s.compression));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_COMPRESSION_ZSTD_LEVEL", &s.compression_zstd_level));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_ELASTIC_WORKER_ID", &s.elastic_worker_id));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s.elastic_timeout_seconds));
+      r.number("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s->stall_shutdown_time_seconds));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_TIMEOUT_SECONDS", &s->timeout_seconds));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_SEGMENT_BYTES", &s->segment_bytes));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_ALGORITHMS", &s->algorithms));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_SHM", &s->shm));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_TIMELINE", &s->timeline));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_TIMELINE_MARK_CYCLES", &s->timeline_mark_cycles));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_LOG_LEVEL", &s->log_level));
+  std::string compression;
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_COMPRESSION", &compression));
+  TUTTI_RETURN_IF_ERROR(canonicalizeCompressionSpec(compression, &s->compression));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_COMPRESSION_ZSTD_LEVEL", &s->compression_zstd_level));
+  TUTTI_RETURN_IF_ERROR(r.integer("TUTTI_ELASTIC_WORKER_ID", &s->elastic_worker_id));
+  return r.number("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s->elastic_timeout_seconds);
+}
 
-  // A task of `srun`: Slurm's placement where TUTTI_* does not say otherwise.
-  const bool slurm = underSlurmStep(env);
-  if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
+// "TUTTI_RANK=5: expected an integer in [0, TUTTI_SIZE-1] = [0, 3]" when rank >= size.
+Status checkRankBelowSize(const char* rank_name, int rank, const char* size_name, int size) {
+  if (rank < size) return Status::ok();
+  return Status::invalidArgument(std::string(rank_name) + "=" + std::to_string(rank) +
+                                 ": expected an integer in [0, " + size_name + "-1] = [0, " +
+                                 std::to_string(size - 1) + "]");
+}
 
-  // Cross-field rules.
-  if (s.rank >= s.size) {
-    return Status::invalidArgument("TUTTI_RANK=" + std::to_string(s.rank) +
-                                   ": expected an integer in [0, TUTTI_SIZE-1] = [0, " +
-                                   std::to_string(s.size - 1) + "]");
-  }
-  if (s.local_rank >= s.local_size) {
-    return Status::invalidArgument("TUTTI_LOCAL_RANK=" + std::to_string(s.local_rank) +
-                                   ": expected an integer in [0, TUTTI_LOCAL_SIZE-1] = [0, " +
-                                   std::to_string(s.local_size - 1) + "]");
-  }
-  if (s.cross_rank >= s.cross_size) {
-    return Status::invalidArgument("TUTTI_CROSS_RANK=" + std::to_string(s.cross_rank) +
-                                   ": expected an integer in [0, TUTTI_CROSS_SIZE-1] = [0, " +
-                                   std::to_string(s.cross_size - 1) + "]");
-  }
+// Rules across settings: ranks within their sizes, elastic needs tcp, a
+// secret for more than one rank (also under Slurm's srun).
+Status checkSettings(const Settings& s, bool under_mpirun, bool slurm) {
+  TUTTI_RETURN_IF_ERROR(checkRankBelowSize("TUTTI_RANK", s.rank, "TUTTI_SIZE", s.size));
+  TUTTI_RETURN_IF_ERROR(
+      checkRankBelowSize("TUTTI_LOCAL_RANK", s.local_rank, "TUTTI_LOCAL_SIZE", s.local_size));
+  TUTTI_RETURN_IF_ERROR(
+      checkRankBelowSize("TUTTI_CROSS_RANK", s.cross_rank, "TUTTI_CROSS_SIZE", s.cross_size));
   const bool elastic = s.elastic_worker_id >= 0;
   if (elastic && s.backend != "tcp") {
     return Status::invalidArgument(
@@ -364,6 +374,24 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
         "ranks (tuttirun sets it; when starting ranks by hand, export the same random string on "
         "every rank)");
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status loadSettings(const EnvLookup& env, Settings* out) {
+  Settings s;
+  const EnvReader reader(env);
+  // The backend first: under mpirun it decides where the placement comes from.
+  TUTTI_RETURN_IF_ERROR(reader.text("TUTTI_BACKEND", &s.backend));
+  const bool under_mpirun = env(kMpirunSizeVar).has_value();
+  if (s.backend == "auto") s.backend = under_mpirun ? "mpi" : "tcp";
+  TUTTI_RETURN_IF_ERROR(readPlacement(reader, env, under_mpirun, &s));
+  TUTTI_RETURN_IF_ERROR(readKnobs(reader, &s));
+  // A task of `srun`: Slurm's placement where TUTTI_* does not say otherwise.
+  const bool slurm = underSlurmStep(env);
+  if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
+  TUTTI_RETURN_IF_ERROR(checkSettings(s, under_mpirun, slurm));
   *out = s;
   return Status::ok();
 }
