@@ -7,16 +7,18 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 
 namespace tutti {
 namespace {
 
 EnvLookup envOf(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
+  return mapEnv(std::move(vars));
+}
+
+// rank, size, local rank, local size, cross rank, cross size.
+std::vector<int> placementOf(const Settings& s) {
+  return {s.rank, s.size, s.local_rank, s.local_size, s.cross_rank, s.cross_size};
 }
 
 TEST(LoadSettings, LocalPlacementDefaultsToTheGlobalOne) {
@@ -24,12 +26,7 @@ TEST(LoadSettings, LocalPlacementDefaultsToTheGlobalOne) {
   ASSERT_TRUE(
       loadSettings(envOf({{"TUTTI_RANK", "2"}, {"TUTTI_SIZE", "4"}, {"TUTTI_SECRET", "k"}}), &s)
           .isOk());
-  EXPECT_EQ(s.rank, 2);
-  EXPECT_EQ(s.size, 4);
-  EXPECT_EQ(s.local_rank, 2);
-  EXPECT_EQ(s.local_size, 4);
-  EXPECT_EQ(s.cross_rank, 0);
-  EXPECT_EQ(s.cross_size, 1);
+  EXPECT_EQ(placementOf(s), (std::vector<int>{2, 4, 2, 4, 0, 1}));
   EXPECT_EQ(s.secret, "k");
   EXPECT_EQ(s.backend, "tcp");
   EXPECT_TRUE(s.rank0_hosts_rendezvous);  // TUTTI_RENDEZVOUS_SERVER's default: rank0
@@ -43,9 +40,7 @@ TEST(LoadSettings, MpirunPlacementOnlyForTheMpiBackend) {
   Settings s;
   ASSERT_TRUE(loadSettings(envOf(ompi), &s).isOk());  // auto under mpirun: mpi
   EXPECT_EQ(s.backend, "mpi");
-  EXPECT_EQ(s.rank, 1);
-  EXPECT_EQ(s.size, 3);
-  EXPECT_EQ(s.local_size, 3);
+  EXPECT_EQ(placementOf(s), (std::vector<int>{1, 3, 1, 3, 0, 1}));
   // TUTTI_* wins where it is set.
   auto with_rank = ompi;
   with_rank["TUTTI_RANK"] = "2";
