@@ -311,19 +311,20 @@ std::vector<int64_t> responseSizes(OpType type, const std::vector<const Request*
 
 // The Response every rank runs: the first submitter's parameters.
 Response agreedResponse(const std::string& name, const std::vector<const Request*>& by_rank,
-                        const Request& first, const std::vector<int64_t>& joined) {
+                        const Request* first, const std::vector<int64_t>& joined) {
+  const OpType type = first->type;
   Response resp;
-  resp.type = first.type;
+  resp.type = type;
   resp.names = {name};
-  resp.dtype = first.dtype;
-  resp.reduce_op = first.reduce_op;
-  resp.prescale = first.prescale;
-  resp.postscale = first.postscale;
-  resp.root = first.root;
-  resp.device = first.device;
-  resp.compression = first.compression;
-  resp.sizes = responseSizes(first.type, by_rank, first);
-  if (isReduction(first.type) || first.type == OpType::kBarrier) resp.joined_ranks = joined;
+  resp.dtype = first->dtype;
+  resp.reduce_op = first->reduce_op;
+  resp.prescale = first->prescale;
+  resp.postscale = first->postscale;
+  resp.root = first->root;
+  resp.device = first->device;
+  resp.compression = first->compression;
+  resp.sizes = responseSizes(type, by_rank, *first);
+  if (isReduction(type) || type == OpType::kBarrier) resp.joined_ranks = joined;
   return resp;
 }
 
@@ -373,7 +374,7 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
                              "] have joined (join()); only allreduce, reducescatter and barrier "
                              "can run while ranks have joined");
   }
-  return agreedResponse(name, by_rank, *first, joined);
+  return agreedResponse(name, by_rank, first, joined);
 }
 
 }  // namespace tutti
