@@ -87,9 +87,9 @@ Status runSweep(tutti::Runtime& runtime, Collective op, tutti::DataType dtype,
 
 // Every collective of `ops` over the world or o.process_set (registered
 // here, collectively; non-members wait at the end).
-Status runSweeps(tutti::Runtime& runtime, const std::vector<Collective>& ops,
-                 tutti::DataType dtype, tutti::ReduceOp reduce_op, const Options& o,
-                 const std::string& details, int64_t* wrong) {
+Status runSweeps(tutti::Runtime& runtime, const std::vector<Collective>& ops, tutti::DataType dtype,
+                 tutti::ReduceOp reduce_op, const Options& o, const std::string& details,
+                 int64_t* wrong) {
   tutti::ProcessSetInfo set;
   const tutti::ProcessSetInfo* in_set = nullptr;
   if (!o.process_set.empty()) {
@@ -100,10 +100,9 @@ Status runSweeps(tutti::Runtime& runtime, const std::vector<Collective>& ops,
   }
   const bool member = in_set == nullptr || set.rankOf(runtime.rank()) >= 0;
   if (member && (in_set ? set.rankOf(runtime.rank()) == 0 : runtime.rank() == 0)) {
-    const std::string where =
-        in_set ? details + ", process set " + std::to_string(set.id) + " of a world of " +
-                     std::to_string(runtime.size())
-               : details;
+    const std::string where = in_set ? details + ", process set " + std::to_string(set.id) +
+                                           " of a world of " + std::to_string(runtime.size())
+                                     : details;
     bench_print_header("tutti-bench", in_set ? set.size() : runtime.size(), where.c_str());
   }
   for (size_t k = 0; member && k < ops.size(); ++k) {
@@ -123,20 +122,16 @@ int fail(const std::string& what, const Status& status) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{"tutti-bench: collective benchmarks in the manner of nccl-tests"};
-  // Sizes stay strings for CLI11 and are parsed by bench_util (K/M/G suffixes).
+// The command line's options, bound to `o`; sizes stay strings for CLI11 and
+// are parsed by bench_util (K/M/G suffixes) into `sizes` (min, max, per point).
+void addOptions(CLI::App& app, Options& o, std::string (&sizes)[3]) {
   const auto size_check = [](const std::string& text) -> std::string {
     int64_t bytes = 0;
     return bench_parse_size(text.c_str(), &bytes) == 0 ? "" : "expected a size like 4, 64K, 1M, 2G";
   };
-  std::string b = "32M", e = "32M", m = "0";
-  app.add_option("-b,--minbytes", b, "smallest size (K/M/G suffixes)")->check(size_check);
-  app.add_option("-e,--maxbytes", e, "largest size (K/M/G suffixes)")->check(size_check);
-  app.add_option("-m,--bytes-per-point", m,
+  app.add_option("-b,--minbytes", sizes[0], "smallest size (K/M/G suffixes)")->check(size_check);
+  app.add_option("-e,--maxbytes", sizes[1], "largest size (K/M/G suffixes)")->check(size_check);
+  app.add_option("-m,--bytes-per-point", sizes[2],
                  "cap big sizes at max(5, m / size) iterations (0: no cap)")
       ->check(size_check);
   app.add_option("-f,--stepfactor", o.sweep.factor, "size multiplication factor")
@@ -157,33 +152,37 @@ int main(int argc, char** argv) {
                  "run over a process set of these global ranks (e.g. 0,1); the other ranks "
                  "only register it and wait")
       ->delimiter(',');
-  CLI11_PARSE(app, argc, argv);
-  bench_parse_size(b.c_str(), &o.sweep.min_bytes);
-  bench_parse_size(e.c_str(), &o.sweep.max_bytes);
-  bench_parse_size(m.c_str(), &o.sweep.bytes_per_point);
-  if (bench_check_sweep(&o.sweep) != 0) return 2;
-  const auto dtype = tutti::parseDataType(o.dtype);
-  tutti::ReduceOp reduce_op;
-  std::vector<Collective> ops;
-  Collective one;
-  if (!dtype || *dtype == tutti::DataType::kBool) {
+}
+
+// -d, -o and --op as values; false (after saying why) when one is not known.
+bool parseChoices(const Options& o, tutti::DataType* dtype, tutti::ReduceOp* reduce_op,
+                  std::vector<Collective>* ops) {
+  const auto parsed = tutti::parseDataType(o.dtype);
+  if (!parsed || *parsed == tutti::DataType::kBool) {
     std::fprintf(stderr, "tutti-bench: -d %s: unknown or unsupported dtype\n", o.dtype.c_str());
-    return 2;
+    return false;
   }
-  if (!tutti::bench::parseReduceOp(o.reduce_op, &reduce_op)) {
+  *dtype = *parsed;
+  if (!tutti::bench::parseReduceOp(o.reduce_op, reduce_op)) {
     std::fprintf(stderr, "tutti-bench: -o %s: expected sum, avg, min, max or prod\n",
                  o.reduce_op.c_str());
-    return 2;
+    return false;
   }
+  Collective one;
   if (o.op == "all") {
-    ops = tutti::bench::allCollectives();
+    *ops = tutti::bench::allCollectives();
   } else if (tutti::bench::parseCollective(o.op, &one)) {
-    ops = {one};
+    *ops = {one};
   } else {
     std::fprintf(stderr, "tutti-bench: --op %s: unknown collective\n", o.op.c_str());
-    return 2;
+    return false;
   }
+  return true;
+}
 
+// Starts the runtime, runs the benchmark and shuts down; main's exit code.
+int runBenchmark(const Options& o, tutti::DataType dtype, tutti::ReduceOp reduce_op,
+                 const std::vector<Collective>& ops) {
   tutti::Settings settings;
   Status status = tutti::loadSettings(tutti::processEnv(), &settings);
   if (!status.isOk()) return fail("settings", status);
@@ -200,7 +199,7 @@ int main(int argc, char** argv) {
     status = tutti::bench::runGradientSet(*runtime, o.sweep.iterations, o.sweep.warmups,
                                           o.sweep.check != 0, &wrong);
   } else {
-    status = runSweeps(*runtime, ops, *dtype, reduce_op, o, details, &wrong);
+    status = runSweeps(*runtime, ops, dtype, reduce_op, o, details, &wrong);
   }
   if (!status.isOk()) return fail("benchmark", status);
   status = runtime->shutdown();
@@ -211,4 +210,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"tutti-bench: collective benchmarks in the manner of nccl-tests"};
+  std::string sizes[3] = {"32M", "32M", "0"};  // -b, -e, -m
+  addOptions(app, o, sizes);
+  CLI11_PARSE(app, argc, argv);
+  bench_parse_size(sizes[0].c_str(), &o.sweep.min_bytes);
+  bench_parse_size(sizes[1].c_str(), &o.sweep.max_bytes);
+  bench_parse_size(sizes[2].c_str(), &o.sweep.bytes_per_point);
+  if (bench_check_sweep(&o.sweep) != 0) return 2;
+  tutti::DataType dtype;
+  tutti::ReduceOp reduce_op;
+  std::vector<Collective> ops;
+  if (!parseChoices(o, &dtype, &reduce_op, &ops)) return 2;
+  return runBenchmark(o, dtype, reduce_op, ops);
 }

@@ -43,10 +43,9 @@ void RuntimeImpl::loop() {
     controller_ = std::make_unique<Controller>(size_, &cache_, cache_.enabled(), &sets_);
     stall_ = std::make_unique<StallInspector>(settings_.stall_check_time_seconds,
                                               settings_.stall_shutdown_time_seconds, Clock::now());
-    acked_.assign(size_, false);
   }
   Status st = runLoop();
-  if (!st.isOk() && !shutdown_started_) {
+  if (!st.isOk() && !shutdown_.started()) {
     abort(st);
   } else {
     finishShutdown();
@@ -62,20 +61,17 @@ Status RuntimeImpl::runLoop() {
     Status st = bundle_.transport->pollControl(nextDeadline(now), &messages);
     if (!st.isOk()) {
       // While closing, the peers hanging up is the expected end.
-      if (closing_) return Status::ok();
+      if (shutdown_.closing()) return Status::ok();
       return st;
     }
     now = Clock::now();
     timeline_.recordCycle(now);
-    if (shutdown_requested_ && !shutdown_started_) {
-      shutdown_started_ = true;
-      shutdown_deadline_ = now + seconds(settings_.timeout_seconds);
-    }
+    if (shutdown_requested_) shutdown_.start(now);
     bool done = false;
     TUTTI_RETURN_IF_ERROR(rank_ == 0 ? rank0Round(messages, now, &done)
                                      : workerRound(messages, now, &done));
     if (done) return Status::ok();
-    if (shutdown_started_ && Clock::now() >= shutdown_deadline_) {
+    if (shutdown_.expired(Clock::now())) {
       TUTTI_LOG(kWarning) << "shutdown: the other ranks did not complete the shutdown handshake "
                              "within TUTTI_TIMEOUT_SECONDS="
                           << settings_.timeout_seconds << " s; shutting down locally";
@@ -86,9 +82,9 @@ Status RuntimeImpl::runLoop() {
 
 RuntimeImpl::Clock::time_point RuntimeImpl::nextDeadline(Clock::time_point now) const {
   Clock::time_point deadline = now + kMaxIdleWait;
-  if (shutdown_started_) deadline = std::min(deadline, shutdown_deadline_);
+  if (shutdown_.started()) deadline = std::min(deadline, shutdown_.deadline());
   if (rank_ == 0) {
-    if (!closing_) deadline = std::min(deadline, stall_->nextDeadline(*controller_));
+    if (!shutdown_.closing()) deadline = std::min(deadline, stall_->nextDeadline(*controller_));
     if (!held_.empty())
       deadline = std::min(deadline, held_since_ + seconds(settings_.cycle_time_ms / 1e3));
   }
@@ -104,10 +100,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
     ctl.addRequest(req, cacheable(req.type) ? cache_.slotFor(req) : -1, now);
     timeline_.recordReady(displayName(req.process_set, req.name), 0, now);
   }
-  if (shutdown_started_ && !shutdown_sent_) {
-    shutdown_sent_ = true;
-    ctl.addShutdown(0);
-  }
+  if (shutdown_.takeAnnouncement()) ctl.addShutdown(0);
   for (ControlMessage& msg : messages) {
     RequestList list;
     Status st = deserialize(msg.bytes, &list);
@@ -117,11 +110,8 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
       continue;
     }
     const int from = msg.from_rank;
-    if (closing_) {
-      if (list.shutdown && !acked_[from]) {
-        acked_[from] = true;
-        ++acked_count_;
-      }
+    if (shutdown_.closing()) {
+      if (list.shutdown) shutdown_.ack(from);
       continue;
     }
     for (Request& req : list.requests) {
@@ -142,8 +132,8 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
     }
     if (list.shutdown) ctl.addShutdown(from);
   }
-  if (closing_) {
-    *done = acked_count_ >= size_ - 1;
+  if (shutdown_.closing()) {
+    *done = shutdown_.allAcked();
     return Status::ok();
   }
   stall_->check(ctl, now);
@@ -160,11 +150,7 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
   ready.swap(held_);
   TUTTI_RETURN_IF_ERROR(sendResponses(std::move(ready), stop));
   if (stop) {
-    closing_ = true;
-    if (!shutdown_started_) {
-      shutdown_started_ = true;
-      shutdown_deadline_ = now + seconds(settings_.timeout_seconds);
-    }
+    shutdown_.close(now);
     *done = size_ == 1;
   }
   return Status::ok();
@@ -186,7 +172,7 @@ Status RuntimeImpl::sendResponses(std::vector<Response> responses, bool shutdown
 Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::time_point now,
                                 bool* done) {
   (void)now;
-  if (closing_) return Status::ok();  // waiting for rank 0 to hang up
+  if (shutdown_.closing()) return Status::ok();  // waiting for rank 0 to hang up
   RequestList out;
   for (Request& req : queue_.takeNewRequests()) {
     int64_t slot = cacheable(req.type) && req.group_id < 0 ? cache_.slotFor(req) : -1;
@@ -196,10 +182,7 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
       out.requests.push_back(std::move(req));
     }
   }
-  if (shutdown_started_ && !shutdown_sent_) {
-    shutdown_sent_ = true;
-    out.shutdown = true;
-  }
+  if (shutdown_.takeAnnouncement()) out.shutdown = true;
   if (!out.requests.empty() || !out.cache_hits.empty() || out.shutdown) {
     TUTTI_RETURN_IF_ERROR(bundle_.transport->sendControl(0, serialize(out)));
   }
@@ -235,11 +218,7 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
       RequestList ack;
       ack.shutdown = true;
       TUTTI_RETURN_IF_ERROR(bundle_.transport->sendControl(0, serialize(ack)));
-      closing_ = true;
-      if (!shutdown_started_) {
-        shutdown_started_ = true;
-        shutdown_deadline_ = Clock::now() + seconds(settings_.timeout_seconds);
-      }
+      shutdown_.close(Clock::now());
       break;
     }
   }

@@ -82,29 +82,33 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
                                &compression_scratch_);
   }
   if (r.reduce_op == ReduceOp::kAdasum) return adasum(r, entries);
+  if (r.names.size() == 1 && entries[0] != nullptr) return allreduceAlone(r, *entries[0]);
+  return allreduceFused(r, entries);
+}
+
+Status Executor::allreduceAlone(const Response& r, const TensorEntry& e) {
+  // Alone (bigger than the fusion threshold, or nothing to fuse with):
+  // reduce directly in the caller's output buffer.
   const size_t elem = dataTypeSize(r.dtype);
   const ReduceOp op = backendOp(r.reduce_op);
-  const int divisor = averageDivisor(r, size_);
-  if (r.names.size() == 1 && entries[0] != nullptr) {
-    // Alone (bigger than the fusion threshold, or nothing to fuse with):
-    // reduce directly in the caller's output buffer.
-    const TensorEntry& e = *entries[0];
-    const size_t count = static_cast<size_t>(r.sizes[0]);
-    TUTTI_CHECK_EQ(static_cast<int64_t>(count), e.input.numElements());
-    if (r.prescale == 1.0) {
-      // The backend reads the input as this rank's contribution: no copy.
-      TUTTI_RETURN_IF_ERROR(
-          backend_.allreduceOutOfPlace(e.input.data, e.output.data, count, r.dtype, op));
-    } else {
-      if (e.output.data != e.input.data && count > 0) {
-        std::memcpy(e.output.data, e.input.data, count * elem);
-      }
-      scaleInPlace(e.output.data, count, r.dtype, r.prescale);
-      TUTTI_RETURN_IF_ERROR(backend_.allreduce(e.output.data, count, r.dtype, op));
+  const size_t count = static_cast<size_t>(r.sizes[0]);
+  TUTTI_CHECK_EQ(static_cast<int64_t>(count), e.input.numElements());
+  if (r.prescale == 1.0) {
+    // The backend reads the input as this rank's contribution: no copy.
+    TUTTI_RETURN_IF_ERROR(
+        backend_.allreduceOutOfPlace(e.input.data, e.output.data, count, r.dtype, op));
+  } else {
+    if (e.output.data != e.input.data && count > 0) {
+      std::memcpy(e.output.data, e.input.data, count * elem);
     }
-    scaleInPlace(e.output.data, count, r.dtype, r.postscale, divisor);
-    return Status::ok();
+    scaleInPlace(e.output.data, count, r.dtype, r.prescale);
+    TUTTI_RETURN_IF_ERROR(backend_.allreduce(e.output.data, count, r.dtype, op));
   }
+  scaleInPlace(e.output.data, count, r.dtype, r.postscale, averageDivisor(r, size_));
+  return Status::ok();
+}
+
+Status Executor::allreduceFused(const Response& r, const std::vector<const TensorEntry*>& entries) {
   for (size_t i = 0; i < r.names.size(); ++i) {
     if (entries[i] != nullptr) TUTTI_CHECK_EQ(r.sizes[i], entries[i]->input.numElements());
   }
@@ -114,6 +118,7 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
   // cache, through one piece-sized buffer. The pieces depend only on the
   // response, so every rank makes the same backend calls. For the timeline
   // the collective spans the first piece's allreduce to the last one's.
+  const size_t elem = dataTypeSize(r.dtype);
   const size_t total =
       static_cast<size_t>(std::accumulate(r.sizes.begin(), r.sizes.end(), int64_t{0}));
   // A lone tensor staged here (this rank joined) is reduced in one call, as
@@ -121,47 +126,56 @@ Status Executor::allreduce(const Response& r, const std::vector<const TensorEntr
   const size_t piece = r.names.size() > 1 ? std::max<size_t>(1, kFusionPieceBytes / elem)
                                           : std::max<size_t>(1, total);
   uint8_t* buf = fusion_buffer_.reserve(std::min(total, piece) * elem);
-  size_t first = 0;        // first tensor that ends after the current piece's start
-  size_t first_begin = 0;  // its first element in the fused layout
+  FusedPiece at{0, 0, 0, 0};
   // (At least one call, also for 0 elements, as on the ranks that have a lone
   // tensor.)
-  for (size_t begin = 0; begin == 0 || begin < total; begin += piece) {
-    const size_t end = std::min(total, begin + piece);
-    // Calls fn(i, from, to, n): n elements of tensor i starting at its element
-    // `from`, at element `to` of the piece.
-    auto forEachPart = [&](auto&& fn) {
-      size_t at = first_begin;
-      for (size_t i = first; i < r.names.size() && at < end; ++i) {
-        const size_t size = static_cast<size_t>(r.sizes[i]);
-        const size_t lo = std::max(at, begin);
-        const size_t hi = std::min(at + size, end);
-        if (lo < hi) fn(i, lo - at, lo - begin, hi - lo);
-        at += size;
-      }
-    };
-    forEachPart([&](size_t i, size_t from, size_t to, size_t n) {
-      if (entries[i] != nullptr) {
-        std::memcpy(buf + to * elem,
-                    static_cast<const uint8_t*>(entries[i]->input.data) + from * elem, n * elem);
-        scaleInPlace(buf + to * elem, n, r.dtype, r.prescale);
-      } else {
-        std::memset(buf + to * elem, 0, n * elem);
-      }
-    });
-    const auto started = std::chrono::steady_clock::now();
-    if (begin == 0) collective_.start = started;
-    TUTTI_RETURN_IF_ERROR(backend_.allreduce(buf, end - begin, r.dtype, op));
-    collective_.end = std::chrono::steady_clock::now();
-    forEachPart([&](size_t i, size_t from, size_t to, size_t n) {
-      if (entries[i] == nullptr) return;
-      uint8_t* out = static_cast<uint8_t*>(entries[i]->output.data) + from * elem;
-      std::memcpy(out, buf + to * elem, n * elem);
-      scaleInPlace(out, n, r.dtype, r.postscale, divisor);
-    });
-    while (first < r.names.size() && first_begin + static_cast<size_t>(r.sizes[first]) <= end) {
-      first_begin += static_cast<size_t>(r.sizes[first++]);
+  for (at.begin = 0; at.begin == 0 || at.begin < total; at.begin += piece) {
+    at.end = std::min(total, at.begin + piece);
+    TUTTI_RETURN_IF_ERROR(allreducePiece(r, entries, at, buf));
+    while (at.first < r.names.size() &&
+           at.first_begin + static_cast<size_t>(r.sizes[at.first]) <= at.end) {
+      at.first_begin += static_cast<size_t>(r.sizes[at.first++]);
     }
   }
+  return Status::ok();
+}
+
+Status Executor::allreducePiece(const Response& r, const std::vector<const TensorEntry*>& entries,
+                                const FusedPiece& at, uint8_t* buf) {
+  const size_t elem = dataTypeSize(r.dtype);
+  // Calls fn(i, from, to, n): n elements of tensor i starting at its element
+  // `from`, at element `to` of the piece.
+  auto forEachPart = [&](auto&& fn) {
+    size_t start = at.first_begin;
+    for (size_t i = at.first; i < r.names.size() && start < at.end; ++i) {
+      const size_t size = static_cast<size_t>(r.sizes[i]);
+      const size_t lo = std::max(start, at.begin);
+      const size_t hi = std::min(start + size, at.end);
+      if (lo < hi) fn(i, lo - start, lo - at.begin, hi - lo);
+      start += size;
+    }
+  };
+  forEachPart([&](size_t i, size_t from, size_t to, size_t n) {
+    if (entries[i] != nullptr) {
+      std::memcpy(buf + to * elem,
+                  static_cast<const uint8_t*>(entries[i]->input.data) + from * elem, n * elem);
+      scaleInPlace(buf + to * elem, n, r.dtype, r.prescale);
+    } else {
+      std::memset(buf + to * elem, 0, n * elem);
+    }
+  });
+  const auto started = std::chrono::steady_clock::now();
+  if (at.begin == 0) collective_.start = started;
+  TUTTI_RETURN_IF_ERROR(
+      backend_.allreduce(buf, at.end - at.begin, r.dtype, backendOp(r.reduce_op)));
+  collective_.end = std::chrono::steady_clock::now();
+  const int divisor = averageDivisor(r, size_);
+  forEachPart([&](size_t i, size_t from, size_t to, size_t n) {
+    if (entries[i] == nullptr) return;
+    uint8_t* out = static_cast<uint8_t*>(entries[i]->output.data) + from * elem;
+    std::memcpy(out, buf + to * elem, n * elem);
+    scaleInPlace(out, n, r.dtype, r.postscale, divisor);
+  });
   return Status::ok();
 }
 

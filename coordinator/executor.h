@@ -91,6 +91,18 @@ class Executor {
 
  private:
   Status allreduce(const Response& r, const std::vector<const TensorEntry*>& entries);
+  // One tensor, present on this rank: reduced in its output buffer.
+  Status allreduceAlone(const Response& r, const TensorEntry& e);
+  // Fused tensors (or one this rank joined for), in pieces through the fusion buffer.
+  Status allreduceFused(const Response& r, const std::vector<const TensorEntry*>& entries);
+  // Elements [begin, end) of the fused layout; `first` is the first tensor
+  // that ends after `begin`, starting at element `first_begin`.
+  struct FusedPiece {
+    size_t begin, end, first, first_begin;
+  };
+  // Stages, reduces and copies out one piece through `buf`.
+  Status allreducePiece(const Response& r, const std::vector<const TensorEntry*>& entries,
+                        const FusedPiece& at, uint8_t* buf);
   Status adasum(const Response& r, const std::vector<const TensorEntry*>& entries);
   Status allgather(const Response& r, const TensorEntry* entry, Completion* done);
   Status broadcast(const Response& r, const TensorEntry* entry);

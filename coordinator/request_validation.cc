@@ -48,36 +48,64 @@ int64_t reducescatterRows(int64_t first_dim, int rank, int size) {
   return first_dim / size + (rank < first_dim % size ? 1 : 0);
 }
 
-Status validateLocalRequest(const Request& r, const TensorView& input, const TensorView* output,
-                            int size) {
-  if (r.type == OpType::kBarrier || r.type == OpType::kJoin || r.type == OpType::kAddProcessSet ||
-      r.type == OpType::kRemoveProcessSet) {
-    return Status::ok();  // no tensor; process set arguments: coordinator/process_sets.h
+namespace {
+
+// The reduce op and scale factors of an allreduce or reducescatter.
+Status checkReduction(const Request& r, const TensorView& input, int size) {
+  if (!isValidReduceOp(static_cast<int>(r.reduce_op))) {
+    return Status::invalidArgument(prefix(r) + "unknown reduce op " +
+                                   std::to_string(static_cast<int>(r.reduce_op)));
   }
-  TUTTI_RETURN_IF_ERROR(checkView(r, input, "input"));
-  if (output != nullptr) {
-    TUTTI_RETURN_IF_ERROR(checkView(r, *output, "output"));
-    if (output->dtype != input.dtype || output->shape != input.shape) {
-      return Status::invalidArgument(prefix(r) + "output " + describeTensor(*output) +
-                                     " must have the input's dtype and shape " +
-                                     describeTensor(input));
-    }
+  if (input.dtype == DataType::kBool && r.reduce_op == ReduceOp::kAverage) {
+    return Status::invalidArgument(prefix(r) +
+                                   "average is not defined for bool; use sum, min, max or "
+                                   "product (logical or/and)");
   }
-  if (isReduction(r.type)) {
-    if (!isValidReduceOp(static_cast<int>(r.reduce_op))) {
-      return Status::invalidArgument(prefix(r) + "unknown reduce op " +
-                                     std::to_string(static_cast<int>(r.reduce_op)));
-    }
-    if (input.dtype == DataType::kBool && r.reduce_op == ReduceOp::kAverage) {
-      return Status::invalidArgument(prefix(r) +
-                                     "average is not defined for bool; use sum, min, max or "
-                                     "product (logical or/and)");
-    }
-    if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale)) {
-      return Status::invalidArgument(prefix(r) + "prescale and postscale must be finite numbers");
-    }
-    if (r.reduce_op == ReduceOp::kAdasum) TUTTI_RETURN_IF_ERROR(checkAdasum(r, input, size));
+  if (!std::isfinite(r.prescale) || !std::isfinite(r.postscale)) {
+    return Status::invalidArgument(prefix(r) + "prescale and postscale must be finite numbers");
   }
+  if (r.reduce_op == ReduceOp::kAdasum) TUTTI_RETURN_IF_ERROR(checkAdasum(r, input, size));
+  return Status::ok();
+}
+
+// Alltoall's rows and splits.
+Status checkAlltoall(const Request& r, const TensorView& input, int size) {
+  if (input.shape.empty()) {
+    return Status::invalidArgument(prefix(r) +
+                                   "a 0-dimensional input has no rows to send; reshape it");
+  }
+  int64_t d0 = input.shape[0];
+  if (r.splits.empty()) {
+    if (d0 % size != 0) {
+      return Status::invalidArgument(prefix(r) + "first dimension " + std::to_string(d0) +
+                                     " is not divisible by size " + std::to_string(size) +
+                                     "; pass splits (rows sent to each rank)");
+    }
+    return Status::ok();
+  }
+  if (static_cast<int>(r.splits.size()) != size) {
+    return Status::invalidArgument(prefix(r) + "splits has " + std::to_string(r.splits.size()) +
+                                   " entries; expected one per rank (" + std::to_string(size) +
+                                   ")");
+  }
+  int64_t sum = 0;
+  for (size_t p = 0; p < r.splits.size(); ++p) {
+    if (r.splits[p] < 0) {
+      return Status::invalidArgument(prefix(r) + "splits[" + std::to_string(p) +
+                                     "] = " + std::to_string(r.splits[p]) +
+                                     " is negative; splits are rows sent to each rank, >= 0");
+    }
+    sum += r.splits[p];
+  }
+  if (sum > d0) {
+    return Status::invalidArgument(prefix(r) + "splits sum to " + std::to_string(sum) +
+                                   " rows, more than the first dimension " + std::to_string(d0));
+  }
+  return Status::ok();
+}
+
+// What each collective needs of the input's shape, and broadcast's root.
+Status checkShapeAndRoot(const Request& r, const TensorView& input, int size) {
   switch (r.type) {
     case OpType::kAllgather:
     case OpType::kReducescatter:
@@ -93,45 +121,33 @@ Status validateLocalRequest(const Request& r, const TensorView& input, const Ten
                                        " is out of range [0, " + std::to_string(size - 1) + "]");
       }
       break;
-    case OpType::kAlltoall: {
-      if (input.shape.empty()) {
-        return Status::invalidArgument(prefix(r) +
-                                       "a 0-dimensional input has no rows to send; reshape it");
-      }
-      int64_t d0 = input.shape[0];
-      if (r.splits.empty()) {
-        if (d0 % size != 0) {
-          return Status::invalidArgument(prefix(r) + "first dimension " + std::to_string(d0) +
-                                         " is not divisible by size " + std::to_string(size) +
-                                         "; pass splits (rows sent to each rank)");
-        }
-        break;
-      }
-      if (static_cast<int>(r.splits.size()) != size) {
-        return Status::invalidArgument(prefix(r) + "splits has " + std::to_string(r.splits.size()) +
-                                       " entries; expected one per rank (" + std::to_string(size) +
-                                       ")");
-      }
-      int64_t sum = 0;
-      for (size_t p = 0; p < r.splits.size(); ++p) {
-        if (r.splits[p] < 0) {
-          return Status::invalidArgument(prefix(r) + "splits[" + std::to_string(p) +
-                                         "] = " + std::to_string(r.splits[p]) +
-                                         " is negative; splits are rows sent to each rank, >= 0");
-        }
-        sum += r.splits[p];
-      }
-      if (sum > d0) {
-        return Status::invalidArgument(prefix(r) + "splits sum to " + std::to_string(sum) +
-                                       " rows, more than the first dimension " +
-                                       std::to_string(d0));
-      }
-      break;
-    }
+    case OpType::kAlltoall:
+      return checkAlltoall(r, input, size);
     default:
       break;
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Status validateLocalRequest(const Request& r, const TensorView& input, const TensorView* output,
+                            int size) {
+  if (r.type == OpType::kBarrier || r.type == OpType::kJoin || r.type == OpType::kAddProcessSet ||
+      r.type == OpType::kRemoveProcessSet) {
+    return Status::ok();  // no tensor; process set arguments: coordinator/process_sets.h
+  }
+  TUTTI_RETURN_IF_ERROR(checkView(r, input, "input"));
+  if (output != nullptr) {
+    TUTTI_RETURN_IF_ERROR(checkView(r, *output, "output"));
+    if (output->dtype != input.dtype || output->shape != input.shape) {
+      return Status::invalidArgument(prefix(r) + "output " + describeTensor(*output) +
+                                     " must have the input's dtype and shape " +
+                                     describeTensor(input));
+    }
+  }
+  if (isReduction(r.type)) TUTTI_RETURN_IF_ERROR(checkReduction(r, input, size));
+  return checkShapeAndRoot(r, input, size);
 }
 
 Response errorResponse(std::vector<std::string> names, OpType type, StatusCode code,
@@ -195,55 +211,21 @@ std::string dimsAfterFirst(const Shape& s) {
   return shapeToString(Shape(s.begin() + (s.empty() ? 0 : 1), s.end()));
 }
 
-}  // namespace
+// One cross-rank rule: the field `what` (rendered per rank) must agree.
+struct Rule {
+  const char* what;
+  bool applies;
+  std::function<std::string(const Request&)> render;
+};
 
-Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank,
-                       const std::vector<int>* global_ranks) {
-  const int size = static_cast<int>(by_rank.size());
-  // Messages name global ranks; the Response's fields stay within the set.
-  const std::function<int(int)> label = [global_ranks](int r) {
-    return global_ranks == nullptr ? r : (*global_ranks)[static_cast<size_t>(r)];
-  };
-  const Request* first = nullptr;
-  std::vector<int64_t> joined;
-  for (int r = 0; r < size; ++r) {
-    if (by_rank[r] == nullptr) {
-      joined.push_back(r);
-    } else if (first == nullptr) {
-      first = by_rank[r];
-    }
-  }
-  const OpType type = first->type;
-  const std::string head = std::string(opTypeName(type)) + " '" + name + "'" +
-                           (first->process_set == kGlobalProcessSet
-                                ? std::string(": ")
-                                : " in process set " + std::to_string(first->process_set) + ": ");
-  // One rank's bad arguments fail the name on every rank, before any
-  // cross-rank rule reads them.
-  std::string invalid;
-  for (int r = 0; r < size; ++r) {
-    if (by_rank[r] == nullptr || by_rank[r]->error.empty()) continue;
-    invalid += (invalid.empty() ? "" : "; ") + ("rank " + std::to_string(label(r))) + ": " +
-               by_rank[r]->error;
-  }
-  if (!invalid.empty()) {
-    return errorResponse({name}, type, StatusCode::kInvalidArgument, head + invalid);
-  }
-  auto mismatch = [&](const std::string& what, const std::string& diff) {
-    return errorResponse({name}, type, StatusCode::kMismatch,
-                         head + what + " differ across ranks: " + diff);
-  };
-  // One check per rule; the first rule broken is the error.
-  struct Rule {
-    const char* what;
-    bool applies;
-    std::function<std::string(const Request&)> render;
-  };
+// The rules a collective of `type` checks across ranks, in order; the first
+// broken one is the error.
+std::vector<Rule> crossRankRules(OpType type) {
   const bool reduction = isReduction(type);
   const bool shaped = type != OpType::kBarrier && type != OpType::kJoin;
   const bool same_shape = reduction || type == OpType::kBroadcast;
   const bool row_shape = type == OpType::kAllgather || type == OpType::kAlltoall;
-  const std::vector<Rule> rules = {
+  return {
       {"collectives", true, [](const Request& r) { return std::string(opTypeName(r.type)); }},
       {"devices", shaped,
        [](const Request& r) { return std::string(r.device == DeviceType::kCpu ? "cpu" : "cuda"); }},
@@ -273,12 +255,110 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
       {"process set ids", type == OpType::kRemoveProcessSet,
        [](const Request& r) { return std::to_string(r.root); }},
   };
-  for (const Rule& rule : rules) {
+}
+
+// The ranks' own argument errors, "rank R: what; rank S: what" ("" if none):
+// one rank's bad arguments fail the name on every rank, before any
+// cross-rank rule reads them.
+std::string invalidArguments(const std::vector<const Request*>& by_rank,
+                             const std::function<int(int)>& label) {
+  std::string invalid;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r] == nullptr || by_rank[r]->error.empty()) continue;
+    invalid += (invalid.empty() ? "" : "; ") +
+               ("rank " + std::to_string(label(static_cast<int>(r)))) + ": " + by_rank[r]->error;
+  }
+  return invalid;
+}
+
+// Response.sizes of a collective, laid out per op as core/message.h says.
+std::vector<int64_t> responseSizes(OpType type, const std::vector<const Request*>& by_rank,
+                                   const Request& first) {
+  const int size = static_cast<int>(by_rank.size());
+  std::vector<int64_t> sizes;
+  switch (type) {
+    case OpType::kAllreduce:
+    case OpType::kBroadcast:
+      sizes = {numElements(first.shape)};
+      break;
+    case OpType::kReducescatter:
+      sizes = {numElements(first.shape), rowElements(first.shape)};
+      break;
+    case OpType::kAllgather:
+      for (const Request* r : by_rank) sizes.push_back(r->shape[0]);
+      sizes.push_back(rowElements(first.shape));
+      break;
+    case OpType::kAddProcessSet:
+      sizes = first.splits;
+      break;
+    case OpType::kAlltoall:
+      for (const Request* r : by_rank) {
+        for (int p = 0; p < size; ++p) {
+          sizes.push_back(r->splits.empty() ? r->shape[0] / size : r->splits[p]);
+        }
+      }
+      sizes.push_back(rowElements(first.shape));
+      break;
+    default:
+      break;
+  }
+  return sizes;
+}
+
+// The Response every rank runs: the first submitter's parameters.
+Response agreedResponse(const std::string& name, const std::vector<const Request*>& by_rank,
+                        const Request* first, const std::vector<int64_t>& joined) {
+  const OpType type = first->type;
+  Response resp;
+  resp.type = type;
+  resp.names = {name};
+  resp.dtype = first->dtype;
+  resp.reduce_op = first->reduce_op;
+  resp.prescale = first->prescale;
+  resp.postscale = first->postscale;
+  resp.root = first->root;
+  resp.device = first->device;
+  resp.compression = first->compression;
+  resp.sizes = responseSizes(type, by_rank, *first);
+  if (isReduction(type) || type == OpType::kBarrier) resp.joined_ranks = joined;
+  return resp;
+}
+
+}  // namespace
+
+Response buildResponse(const std::string& name, const std::vector<const Request*>& by_rank,
+                       const std::vector<int>* global_ranks) {
+  // Messages name global ranks; the Response's fields stay within the set.
+  const std::function<int(int)> label = [global_ranks](int r) {
+    return global_ranks == nullptr ? r : (*global_ranks)[static_cast<size_t>(r)];
+  };
+  const Request* first = nullptr;
+  std::vector<int64_t> joined;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r] == nullptr) {
+      joined.push_back(static_cast<int64_t>(r));
+    } else if (first == nullptr) {
+      first = by_rank[r];
+    }
+  }
+  const OpType type = first->type;
+  const std::string head = std::string(opTypeName(type)) + " '" + name + "'" +
+                           (first->process_set == kGlobalProcessSet
+                                ? std::string(": ")
+                                : " in process set " + std::to_string(first->process_set) + ": ");
+  const std::string invalid = invalidArguments(by_rank, label);
+  if (!invalid.empty()) {
+    return errorResponse({name}, type, StatusCode::kInvalidArgument, head + invalid);
+  }
+  for (const Rule& rule : crossRankRules(type)) {
     if (!rule.applies) continue;
     std::string diff = differences(by_rank, rule.render, label);
-    if (!diff.empty()) return mismatch(rule.what, diff);
+    if (!diff.empty()) {
+      return errorResponse({name}, type, StatusCode::kMismatch,
+                           head + rule.what + " differ across ranks: " + diff);
+    }
   }
-  if (!joined.empty() && !reduction && type != OpType::kBarrier) {
+  if (!joined.empty() && !isReduction(type) && type != OpType::kBarrier) {
     // A cross-rank disagreement (some ranks joined, the others want data from
     // them), decided here for every rank: kMismatch, a failed collective
     // (Horovod's HorovodInternalError), not one rank's bad argument.
@@ -290,45 +370,7 @@ Response buildResponse(const std::string& name, const std::vector<const Request*
                              "] have joined (join()); only allreduce, reducescatter and barrier "
                              "can run while ranks have joined");
   }
-
-  Response resp;
-  resp.type = type;
-  resp.names = {name};
-  resp.dtype = first->dtype;
-  resp.reduce_op = first->reduce_op;
-  resp.prescale = first->prescale;
-  resp.postscale = first->postscale;
-  resp.root = first->root;
-  resp.device = first->device;
-  resp.compression = first->compression;
-  switch (type) {
-    case OpType::kAllreduce:
-    case OpType::kBroadcast:
-      resp.sizes = {numElements(first->shape)};
-      break;
-    case OpType::kReducescatter:
-      resp.sizes = {numElements(first->shape), rowElements(first->shape)};
-      break;
-    case OpType::kAllgather:
-      for (const Request* r : by_rank) resp.sizes.push_back(r->shape[0]);
-      resp.sizes.push_back(rowElements(first->shape));
-      break;
-    case OpType::kAddProcessSet:
-      resp.sizes = first->splits;
-      break;
-    case OpType::kAlltoall:
-      for (const Request* r : by_rank) {
-        for (int p = 0; p < size; ++p) {
-          resp.sizes.push_back(r->splits.empty() ? r->shape[0] / size : r->splits[p]);
-        }
-      }
-      resp.sizes.push_back(rowElements(first->shape));
-      break;
-    default:
-      break;
-  }
-  if (reduction || type == OpType::kBarrier) resp.joined_ranks = joined;
-  return resp;
+  return agreedResponse(name, by_rank, first, joined);
 }
 
 }  // namespace tutti

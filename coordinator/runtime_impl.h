@@ -28,6 +28,7 @@
 #include "coordinator/process_sets.h"
 #include "coordinator/response_cache.h"
 #include "coordinator/runtime.h"
+#include "coordinator/shutdown_handshake.h"
 #include "coordinator/stall_inspector.h"
 #include "coordinator/tensor_queue.h"
 #include "coordinator/timeline.h"
@@ -163,16 +164,12 @@ class RuntimeImpl {
   std::unique_ptr<StallInspector> stall_;   // rank 0
   std::vector<Response> held_;              // rank 0: decided, waiting for the cycle time
   Clock::time_point held_since_;
-  bool shutdown_started_ = false;
+  // The shutdown handshake (shutdown_requested_ is only the other threads' request).
+  ShutdownHandshake shutdown_{size_, settings_.timeout_seconds};
   bool told_by_rank0_ = false;  // worker: the abort came as rank 0's notice
   // Entries whose collective failed: completed by abort() or finishShutdown().
   std::vector<TensorEntry> orphaned_;
   Status orphaned_status_;
-  bool shutdown_sent_ = false;
-  bool closing_ = false;  // the shutdown ResponseList went out / came in
-  Clock::time_point shutdown_deadline_;
-  std::vector<bool> acked_;  // rank 0: workers that acked the shutdown list
-  int acked_count_ = 0;
 };
 
 }  // namespace tutti

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <sstream>
+#include <type_traits>
 
 #include "core/compression_spec.h"
 #include "core/slurm.h"
@@ -32,11 +33,9 @@ std::string text(const std::string& v) {
   return v;
 }
 
-// Built on first use (flag tables of other files read it while they are
-// initialised).
-const std::vector<SettingSpec>& specTable() {
-  static const Settings d;
-  static const std::vector<SettingSpec> specs = {
+// Where this rank is in the job, the rendezvous and the secret; `d`: the defaults.
+std::vector<SettingSpec> placementSpecs(const Settings& d) {
+  return {
       {"TUTTI_RANK", SettingType::kInt, text(d.rank), 0, 1 << 20, "",
        "rank of this process in the job (unset in an srun task: the placement, rendezvous host "
        "and port come from Slurm's variables, core/slurm.h)"},
@@ -63,6 +62,12 @@ const std::vector<SettingSpec>& specTable() {
        "address other ranks use to reach this rank (default: the address this host uses to reach "
        "the "
        "rendezvous server)"},
+  };
+}
+
+// The runtime's knobs; `d`: the defaults.
+std::vector<SettingSpec> runtimeSpecs(const Settings& d) {
+  return {
       {"TUTTI_FUSION_THRESHOLD_BYTES", SettingType::kInt, text(d.fusion_threshold_bytes), 0,
        kMaxInt, "", "fusion buffer size in bytes; 0 disables fusion"},
       {"TUTTI_CYCLE_TIME_MS", SettingType::kDouble, text(d.cycle_time_ms), 0, 10000, "",
@@ -120,6 +125,17 @@ const std::vector<SettingSpec>& specTable() {
       {"TUTTI_LOG_LEVEL", SettingType::kChoice, text(d.log_level), 0, 0,
        "trace,debug,info,warning,error", "least severe log level printed"},
   };
+}
+
+// Built on first use (flag tables of other files read it while they are
+// initialised).
+const std::vector<SettingSpec>& specTable() {
+  static const std::vector<SettingSpec> specs = [] {
+    const Settings d;
+    std::vector<SettingSpec> all = placementSpecs(d);
+    for (SettingSpec& spec : runtimeSpecs(d)) all.push_back(std::move(spec));
+    return all;
+  }();
   return specs;
 }
 
@@ -241,6 +257,14 @@ Status validateSetting(const SettingSpec& spec, const std::string& value) {
   return Status::internal("unknown setting type");
 }
 
+EnvLookup mapEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
 EnvLookup processEnv() {
   return [](const std::string& name) -> std::optional<std::string> {
     const char* v = std::getenv(name.c_str());
@@ -249,12 +273,19 @@ EnvLookup processEnv() {
   };
 }
 
-Status loadSettings(const EnvLookup& env, Settings* out) {
-  Settings s;
-  // Returns the validated value of a setting, or its default.
-  auto read = [&](const char* name, std::string* value) -> Status {
+namespace {
+
+// Reads settings from the environment, each validated against its spec; an
+// unset variable gives the spec's default ("" when it has none, which leaves
+// a numeric field at its initialiser).
+class EnvReader {
+ public:
+  explicit EnvReader(const EnvLookup& env) : env_(env) {}
+
+  // The validated value of a setting, or its default.
+  Status text(const char* name, std::string* value) const {
     const SettingSpec* spec = findSettingSpec(name);
-    auto v = env(name);
+    auto v = env_(name);
     if (!v.has_value()) {
       *value = spec->default_value;
       return Status::ok();
@@ -262,87 +293,90 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
     TUTTI_RETURN_IF_ERROR(validateSetting(*spec, *v));
     *value = *v;
     return Status::ok();
-  };
-  std::string v;
-  auto readInt = [&](const char* name, auto* field) -> Status {
-    TUTTI_RETURN_IF_ERROR(read(name, &v));
-    if (!v.empty()) *field = static_cast<std::remove_reference_t<decltype(*field)>>(std::stoll(v));
+  }
+  // An integer, bool or double setting (validated, so the conversion cannot fail).
+  template <typename T>
+  Status number(const char* name, T* field) const {
+    std::string v;
+    TUTTI_RETURN_IF_ERROR(text(name, &v));
+    if (v.empty()) return Status::ok();
+    if constexpr (std::is_floating_point_v<T>) {
+      *field = std::stod(v);
+    } else {
+      *field = static_cast<T>(std::stoll(v));
+    }
     return Status::ok();
-  };
-  auto readDouble = [&](const char* name, double* field) -> Status {
-    TUTTI_RETURN_IF_ERROR(read(name, &v));
-    if (!v.empty()) *field = std::stod(v);
-    return Status::ok();
-  };
-  auto readString = [&](const char* name, std::string* field) -> Status {
-    TUTTI_RETURN_IF_ERROR(read(name, &v));
-    *field = v;
-    return Status::ok();
-  };
+  }
 
-  // The backend first: under mpirun it decides where the placement comes from.
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_BACKEND", &s.backend));
-  const bool under_mpirun = env(kMpirunSizeVar).has_value();
-  if (s.backend == "auto") s.backend = under_mpirun ? "mpi" : "tcp";
+ private:
+  const EnvLookup& env_;
+};
 
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_RANK", &s.rank));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SIZE", &s.size));
-  s.local_rank = s.rank;
-  s.local_size = s.size;
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_RANK", &s.local_rank));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_LOCAL_SIZE", &s.local_size));
-  if (s.backend == "mpi" && under_mpirun) {
+// Rank, size and the rest of the placement, the rendezvous and the secret.
+// `under_mpirun`: Open MPI's variables fill what TUTTI_* leaves unset (mpi backend).
+Status readPlacement(const EnvReader& r, const EnvLookup& env, bool under_mpirun, Settings* s) {
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_RANK", &s->rank));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_SIZE", &s->size));
+  s->local_rank = s->rank;
+  s->local_size = s->size;
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_LOCAL_RANK", &s->local_rank));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_LOCAL_SIZE", &s->local_size));
+  if (s->backend == "mpi" && under_mpirun) {
     // mpirun's own placement (the same as MPI_COMM_WORLD's, which the mpi
     // backend checks) wherever TUTTI_* does not say otherwise.
-    TUTTI_RETURN_IF_ERROR(mpirunPlacement(env, &s));
+    TUTTI_RETURN_IF_ERROR(mpirunPlacement(env, s));
   }
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_RANK", &s.cross_rank));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CROSS_SIZE", &s.cross_size));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_RENDEZVOUS_ADDR", &s.rendezvous_addr));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_RENDEZVOUS_PORT", &s.rendezvous_port));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_RENDEZVOUS_SERVER", &v));
-  s.rank0_hosts_rendezvous = (v == "rank0");
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_SECRET", &s.secret));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_HOSTNAME", &s.hostname));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_FUSION_THRESHOLD_BYTES", &s.fusion_threshold_bytes));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_CYCLE_TIME_MS", &s.cycle_time_ms));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_CACHE_CAPACITY", &s.cache_capacity));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_STALL_CHECK_TIME_SECONDS", &s.stall_check_time_seconds));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_CROSS_RANK", &s->cross_rank));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_CROSS_SIZE", &s->cross_size));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_RENDEZVOUS_ADDR", &s->rendezvous_addr));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_RENDEZVOUS_PORT", &s->rendezvous_port));
+  std::string server;
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_RENDEZVOUS_SERVER", &server));
+  s->rank0_hosts_rendezvous = (server == "rank0");
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_SECRET", &s->secret));
+  return r.text("TUTTI_HOSTNAME", &s->hostname);
+}
+
+// The runtime knobs: fusion, cycle, cache, stall, timeouts, algorithms,
+// timeline, logging, compression, elastic.
+Status readKnobs(const EnvReader& r, Settings* s) {
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_FUSION_THRESHOLD_BYTES", &s->fusion_threshold_bytes));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_CYCLE_TIME_MS", &s->cycle_time_ms));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_CACHE_CAPACITY", &s->cache_capacity));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_STALL_CHECK_TIME_SECONDS", &s->stall_check_time_seconds));
   TUTTI_RETURN_IF_ERROR(
-      readDouble("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s.stall_shutdown_time_seconds));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_TIMEOUT_SECONDS", &s.timeout_seconds));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_SEGMENT_BYTES", &s.segment_bytes));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_ALGORITHMS", &s.algorithms));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_SHM", &s.shm));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_TIMELINE", &s.timeline));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_TIMELINE_MARK_CYCLES", &s.timeline_mark_cycles));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_LOG_LEVEL", &s.log_level));
-  TUTTI_RETURN_IF_ERROR(readString("TUTTI_COMPRESSION", &v));
-  TUTTI_RETURN_IF_ERROR(canonicalizeCompressionSpec(v, &s.compression));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_COMPRESSION_ZSTD_LEVEL", &s.compression_zstd_level));
-  TUTTI_RETURN_IF_ERROR(readInt("TUTTI_ELASTIC_WORKER_ID", &s.elastic_worker_id));
-  TUTTI_RETURN_IF_ERROR(readDouble("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s.elastic_timeout_seconds));
+      r.number("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s->stall_shutdown_time_seconds));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_TIMEOUT_SECONDS", &s->timeout_seconds));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_SEGMENT_BYTES", &s->segment_bytes));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_ALGORITHMS", &s->algorithms));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_SHM", &s->shm));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_TIMELINE", &s->timeline));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_TIMELINE_MARK_CYCLES", &s->timeline_mark_cycles));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_LOG_LEVEL", &s->log_level));
+  std::string compression;
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_COMPRESSION", &compression));
+  TUTTI_RETURN_IF_ERROR(canonicalizeCompressionSpec(compression, &s->compression));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_COMPRESSION_ZSTD_LEVEL", &s->compression_zstd_level));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ELASTIC_WORKER_ID", &s->elastic_worker_id));
+  return r.number("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s->elastic_timeout_seconds);
+}
 
-  // A task of `srun`: Slurm's placement where TUTTI_* does not say otherwise.
-  const bool slurm = underSlurmStep(env);
-  if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
+// "TUTTI_RANK=5: expected an integer in [0, TUTTI_SIZE-1] = [0, 3]" when rank >= size.
+Status checkRankBelowSize(const char* rank_name, int rank, const char* size_name, int size) {
+  if (rank < size) return Status::ok();
+  return Status::invalidArgument(std::string(rank_name) + "=" + std::to_string(rank) +
+                                 ": expected an integer in [0, " + size_name + "-1] = [0, " +
+                                 std::to_string(size - 1) + "]");
+}
 
-  // Cross-field rules.
-  if (s.rank >= s.size) {
-    return Status::invalidArgument("TUTTI_RANK=" + std::to_string(s.rank) +
-                                   ": expected an integer in [0, TUTTI_SIZE-1] = [0, " +
-                                   std::to_string(s.size - 1) + "]");
-  }
-  if (s.local_rank >= s.local_size) {
-    return Status::invalidArgument("TUTTI_LOCAL_RANK=" + std::to_string(s.local_rank) +
-                                   ": expected an integer in [0, TUTTI_LOCAL_SIZE-1] = [0, " +
-                                   std::to_string(s.local_size - 1) + "]");
-  }
-  if (s.cross_rank >= s.cross_size) {
-    return Status::invalidArgument("TUTTI_CROSS_RANK=" + std::to_string(s.cross_rank) +
-                                   ": expected an integer in [0, TUTTI_CROSS_SIZE-1] = [0, " +
-                                   std::to_string(s.cross_size - 1) + "]");
-  }
+// Rules across settings: ranks within their sizes, elastic needs tcp, a
+// secret for more than one rank (also under Slurm's srun).
+Status checkSettings(const Settings& s, bool under_mpirun, bool slurm) {
+  TUTTI_RETURN_IF_ERROR(checkRankBelowSize("TUTTI_RANK", s.rank, "TUTTI_SIZE", s.size));
+  TUTTI_RETURN_IF_ERROR(
+      checkRankBelowSize("TUTTI_LOCAL_RANK", s.local_rank, "TUTTI_LOCAL_SIZE", s.local_size));
+  TUTTI_RETURN_IF_ERROR(
+      checkRankBelowSize("TUTTI_CROSS_RANK", s.cross_rank, "TUTTI_CROSS_SIZE", s.cross_size));
   const bool elastic = s.elastic_worker_id >= 0;
   if (elastic && s.backend != "tcp") {
     return Status::invalidArgument(
@@ -364,6 +398,24 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
         "ranks (tuttirun sets it; when starting ranks by hand, export the same random string on "
         "every rank)");
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status loadSettings(const EnvLookup& env, Settings* out) {
+  Settings s;
+  const EnvReader reader(env);
+  // The backend first: under mpirun it decides where the placement comes from.
+  TUTTI_RETURN_IF_ERROR(reader.text("TUTTI_BACKEND", &s.backend));
+  const bool under_mpirun = env(kMpirunSizeVar).has_value();
+  if (s.backend == "auto") s.backend = under_mpirun ? "mpi" : "tcp";
+  TUTTI_RETURN_IF_ERROR(readPlacement(reader, env, under_mpirun, &s));
+  TUTTI_RETURN_IF_ERROR(readKnobs(reader, &s));
+  // A task of `srun`: Slurm's placement where TUTTI_* does not say otherwise.
+  const bool slurm = underSlurmStep(env);
+  if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
+  TUTTI_RETURN_IF_ERROR(checkSettings(s, under_mpirun, slurm));
   *out = s;
   return Status::ok();
 }

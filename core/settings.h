@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,6 +100,8 @@ struct Settings {
 // Looks up an environment variable; nullopt when unset. Tests pass their own.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup processEnv();
+// An environment given as a map (a snapshot, or a test's): the lookup keeps a copy.
+EnvLookup mapEnv(std::map<std::string, std::string> vars);
 
 // Reads and validates every setting. The first bad value is the error.
 Status loadSettings(const EnvLookup& env, Settings* out);

@@ -7,8 +7,7 @@
 #include <sstream>
 
 #include "core/settings.h"
-#include "launcher/allocation.h"
-#include "launcher/remote.h"
+#include "launcher/cli_checks.h"
 #include "ops/algorithm_table.h"
 #include "tutti/config.h"
 
@@ -202,192 +201,155 @@ std::string checkBuildText() {
 
 namespace {
 
-// Elastic flags, checked together; "" when fine.
-std::string checkElasticOptions(const CLI::App& app, const LaunchOptions& o) {
-  auto given = [&](const char* flag) { return app.count(flag) > 0; };
-  const std::string n = " (an integer in [1, 1048576])";
-  if (given("--min-np") && (o.min_np < 1 || o.min_np > (1 << 20))) {
-    return "--min-np " + std::to_string(o.min_np) + ": expected at least 1 worker" + n;
-  }
-  if (given("--max-np") && (o.max_np < 1 || o.max_np > (1 << 20))) {
-    return "--max-np " + std::to_string(o.max_np) + ": expected at least 1 worker" + n;
-  }
-  if (o.min_np > 0 && o.max_np > 0 && o.min_np > o.max_np) {
-    return "--min-np " + std::to_string(o.min_np) + " exceeds --max-np " +
-           std::to_string(o.max_np) + ": expected min-np <= max-np";
-  }
-  if (o.np > 0 && o.min_np > o.np) {
-    return "--min-np " + std::to_string(o.min_np) + " exceeds -np " + std::to_string(o.np) +
-           ": expected min-np <= np <= max-np";
-  }
-  if (o.np > 0 && o.max_np > 0 && o.np > o.max_np) {
-    return "-np " + std::to_string(o.np) + " exceeds --max-np " + std::to_string(o.max_np) +
-           ": expected min-np <= np <= max-np";
-  }
-  if (given("--slots-per-host") && (o.slots_per_host < 1 || o.slots_per_host > (1 << 20))) {
-    return "--slots-per-host " + std::to_string(o.slots_per_host) +
-           ": expected an integer in [1, 1048576]";
-  }
-  if (given("--slots-per-host") && o.discovery_script.empty()) {
-    return "--slots-per-host applies to the hosts of --host-discovery-script; use -H host:slots";
-  }
-  if (!std::isfinite(o.elastic_timeout_seconds) || o.elastic_timeout_seconds <= 0 ||
-      o.elastic_timeout_seconds > 1e7) {
-    return "--elastic-timeout " + formatNumber(o.elastic_timeout_seconds) +
-           ": expected a number of seconds in (0, 10000000]";
-  }
-  if (given("--reset-limit") && o.reset_limit < 0) {
-    return "--reset-limit " + std::to_string(o.reset_limit) +
-           ": expected an integer >= 0 (0: no new generation)";
-  }
-  if (given("--blacklist-cooldown-range")) {
-    double lo = o.cooldown_min_seconds, hi = o.cooldown_max_seconds;
-    if (!std::isfinite(lo) || !std::isfinite(hi) || lo <= 0 || hi < lo || hi > 1e7) {
-      return "--blacklist-cooldown-range " + formatNumber(lo) + " " + formatNumber(hi) +
-             ": expected MIN MAX seconds with 0 < MIN <= MAX <= 10000000";
-    }
-  }
-  if (!o.discovery_script.empty() && (!o.hosts.empty() || !o.hostfile.empty())) {
-    return "--host-discovery-script and " + std::string(o.hosts.empty() ? "--hostfile" : "-H") +
-           " exclude each other (the script gives the hosts)";
-  }
-  if (o.elastic() && given("--start-timeout")) {
-    return "--start-timeout applies to fixed-size jobs: elastic workers wait for each "
-           "generation up to --elastic-timeout instead";
-  }
-  if (o.elastic() && o.mpi) {
-    return "--mpi runs a fixed-size job; elastic flags (--min-np, --max-np, "
-           "--host-discovery-script) need the tcp backend without --mpi";
-  }
-  if (!o.elastic()) {
-    for (const char* flag :
-         {"--elastic-timeout", "--reset-limit", "--blacklist-cooldown-range", "--slots-per-host"}) {
-      if (given(flag)) {
-        return std::string(flag) +
-               " applies to elastic jobs only: add --min-np, --max-np or "
-               "--host-discovery-script";
-      }
-    }
-  }
-  return "";
-}
-
-}  // namespace
-
-CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions* options) {
+// What CLI11 fills in while parsing: the options, and the flags that are not
+// options themselves (they become settings or answers).
+struct ParsedFlags {
   LaunchOptions o;
-  CliOutcome outcome;
-  CLI::App app{"tuttirun: start a tutti job, one process per rank, locally or over ssh.",
-               "tuttirun"};
-  app.formatter(std::make_shared<HelpFormatter>());
-  app.get_formatter()->column_width(44);
-  app.footer(kFooter);
   bool version = false;
   bool check_build = false;
+  std::vector<double> cooldown;                       // --blacklist-cooldown-range MIN MAX
+  std::map<std::string, std::string> setting_values;  // settings flag -> its value
+  bool timeline_mark_cycles = false;
+};
+
+void addJobOptions(CLI::App& app, ParsedFlags& f) {
   const std::string job = "Job";
-  app.add_option("-n,--np", o.np, "number of ranks (-np works too; default: slots of the hosts)")
+  app.add_option("-n,--np", f.o.np, "number of ranks (-np works too; default: slots of the hosts)")
       ->type_name("N")
       ->group(job);
-  app.add_option("-x", o.env_flags,
+  app.add_option("-x", f.o.env_flags,
                  "pass VAR from tuttirun's environment, or set VAR=value, on every rank "
                  "(repeatable)")
       ->type_name("VAR[=value]")
       ->group(job);
-  app.add_option("--start-timeout", o.start_timeout_seconds,
+  app.add_option("--start-timeout", f.o.start_timeout_seconds,
                  "seconds for every rank to reach the rendezvous; 0: no limit (default 60)")
       ->type_name("S")
       ->group(job);
-  app.add_flag("--mpi", o.mpi, "run the job through Open MPI's mpirun (needs the MPI backend)")
+  app.add_flag("--mpi", f.o.mpi, "run the job through Open MPI's mpirun (needs the MPI backend)")
       ->group(job);
+}
+
+void addHostOptions(CLI::App& app, ParsedFlags& f) {
   const std::string hosts = "Hosts and ssh";
-  app.add_option("-H,--hosts", o.hosts,
+  app.add_option("-H,--hosts", f.o.hosts,
                  "hosts and their slots, e.g. a:4,b:4 (default: $OMPI_MCA_orte_default_hostfile, "
                  "else a Slurm allocation's nodes and tasks, else localhost:N)")
       ->type_name("HOST:SLOTS,...")
       ->group(hosts);
-  app.add_option("--hostfile", o.hostfile, "file with one 'host slots=N' per line")
+  app.add_option("--hostfile", f.o.hostfile, "file with one 'host slots=N' per line")
       ->type_name("FILE")
       ->group(hosts);
-  app.add_option("-p,--ssh-port", o.ssh_port, "ssh port of the remote hosts")
+  app.add_option("-p,--ssh-port", f.o.ssh_port, "ssh port of the remote hosts")
       ->type_name("PORT")
       ->group(hosts);
-  app.add_option("-i,--ssh-identity-file", o.ssh_identity, "ssh private key for the remote hosts")
+  app.add_option("-i,--ssh-identity-file", f.o.ssh_identity, "ssh private key for the remote hosts")
       ->type_name("FILE")
       ->group(hosts);
-  app.add_option("--network-interface", o.network_interface,
+  app.add_option("--network-interface", f.o.network_interface,
                  "interface whose IPv4 address remote ranks use to reach this machine "
                  "(default: the first non-loopback one)")
       ->type_name("NAME")
       ->group(hosts);
-  app.add_option("--rsh-agent", o.rsh_agent,
+  app.add_option("--rsh-agent", f.o.rsh_agent,
                  "start remote ranks with CMD instead of ssh ({host} replaced by the host, else "
                  "the host appended), e.g. 'ip netns exec {host}', 'kubectl exec -i {host} --'")
       ->type_name("'CMD {host}'")
       ->group(hosts);
+}
+
+void addElasticOptions(CLI::App& app, ParsedFlags& f) {
   const std::string elastic = "Elastic (docs/elastic.md)";
-  app.add_option("--min-np", o.min_np,
+  app.add_option("--min-np", f.o.min_np,
                  "fewest workers the job runs with; below it waits up to --elastic-timeout "
                  "(default: -np)")
       ->type_name("N")
       ->group(elastic);
-  app.add_option("--max-np", o.max_np, "most workers the job runs (default: no limit)")
+  app.add_option("--max-np", f.o.max_np, "most workers the job runs (default: no limit)")
       ->type_name("N")
       ->group(elastic);
-  app.add_option("--host-discovery-script", o.discovery_script,
+  app.add_option("--host-discovery-script", f.o.discovery_script,
                  "program printing the available hosts, one 'host' or 'host:slots' per line; "
                  "run every second (instead of -H / --hostfile)")
       ->type_name("PATH")
       ->group(elastic);
-  app.add_option("--slots-per-host", o.slots_per_host,
+  app.add_option("--slots-per-host", f.o.slots_per_host,
                  "slots of a host the discovery script prints without ':slots' (default 1)")
       ->type_name("N")
       ->group(elastic);
-  app.add_option("--elastic-timeout", o.elastic_timeout_seconds,
+  app.add_option("--elastic-timeout", f.o.elastic_timeout_seconds,
                  "seconds the job waits for --min-np workers before it fails (default 600)")
       ->type_name("S")
       ->group(elastic);
-  app.add_option("--reset-limit", o.reset_limit,
+  app.add_option("--reset-limit", f.o.reset_limit,
                  "most new generations (resets) after the first; more fail the job (default: "
                  "no limit)")
       ->type_name("N")
       ->group(elastic);
-  std::vector<double> cooldown;
-  app.add_option("--blacklist-cooldown-range", cooldown,
+  app.add_option("--blacklist-cooldown-range", f.cooldown,
                  "a failed host comes back after min(MAX, MIN*2^(k-1)) seconds at its k-th "
                  "failure (default: blacklisted for the rest of the job)")
       ->type_name("MIN MAX")
       ->expected(2)
       ->group(elastic);
+}
+
+// Output, runtime settings (one option per settings flag) and information.
+void addOutputAndInfoOptions(CLI::App& app, ParsedFlags& f) {
   const std::string output = "Output";
-  app.add_option("--output-filename", o.output_dir,
+  app.add_option("--output-filename", f.o.output_dir,
                  "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr "
                  "(elastic jobs: DIR/worker.<id>/)")
       ->type_name("DIR")
       ->group(output);
-  app.add_flag("--verbose", o.verbose, "say what tuttirun does (placement, commands, progress)")
+  app.add_flag("--verbose", f.o.verbose, "say what tuttirun does (placement, commands, progress)")
       ->group(output);
-  std::map<std::string, std::string> setting_values;
   const std::string runtime = "Runtime settings (written as TUTTI_* variables)";
-  for (const auto& f : kSettingFlags) {
-    app.add_option(f.flag, setting_values[f.flag], flagHelp(f) + " [" + f.setting + "]")
-        ->type_name(f.unit)
+  for (const auto& flag : kSettingFlags) {
+    app.add_option(flag.flag, f.setting_values[flag.flag],
+                   flagHelp(flag) + " [" + flag.setting + "]")
+        ->type_name(flag.unit)
         ->group(runtime);
   }
-  bool timeline_mark_cycles = false;
-  app.add_flag("--timeline-mark-cycles", timeline_mark_cycles,
+  app.add_flag("--timeline-mark-cycles", f.timeline_mark_cycles,
                "mark every background-loop round in the timeline [TUTTI_TIMELINE_MARK_CYCLES]")
       ->group(runtime);
   const std::string info = "Information";
   app.set_help_flag("-h,--help", "print this help and exit")->group(info);
-  app.add_flag("--version", version, "print the version and exit")->group(info);
-  app.add_flag("--check-build", check_build, "print the backends and features of this build")
+  app.add_flag("--version", f.version, "print the version and exit")->group(info);
+  app.add_flag("--check-build", f.check_build, "print the backends and features of this build")
       ->group(info);
+}
 
-  // Split the options from the command: the command starts at the first word
-  // that is not an option or an option's value (or after "--"). CLI11 only
-  // sees the options, so the command's own flags are never taken for ours.
-  std::vector<std::string> ours;
-  std::string split_error;
+// Takes the numbers an option of several values needs (--blacklist-cooldown-range
+// MIN MAX) after args[*i]: only numbers, so that a missing one neither
+// swallows the command nor the next option. "" when all were there.
+std::string takeNumbers(const CLI::Option& opt, const std::vector<std::string>& args, size_t* i,
+                        std::vector<std::string>* ours) {
+  const std::string t = ours->back();
+  const std::string name = t.substr(0, t.find('='));
+  const int needed = opt.get_items_expected_min();
+  int taken = 0;
+  while (t.find('=') == std::string::npos && taken < needed && *i + 1 < args.size() &&
+         isNumber(args[*i + 1])) {
+    ours->push_back(args[++*i]);
+    ++taken;
+  }
+  if (taken >= needed) return "";
+  std::string got;
+  if (t.find('=') != std::string::npos) got = " " + t.substr(t.find('=') + 1);
+  for (int k = taken; k > 0; --k) got += " " + args[*i + 1 - static_cast<size_t>(k)];
+  return name + " takes " + (needed == 2 ? "two" : std::to_string(needed)) + " numbers, " +
+         opt.get_type_name() + "; got " + (got.empty() ? "none" : got.substr(1));
+}
+
+// Splits the options from the command: the command starts at the first word
+// that is not an option or an option's value (or after "--"). CLI11 only
+// sees `ours`, so the command's own flags are never taken for ours. Returns
+// "" or what was wrong (the first problem).
+std::string splitOptions(const CLI::App& app, const std::vector<std::string>& args,
+                         std::vector<std::string>* ours, std::vector<std::string>* command) {
+  std::string error;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     std::string t = args[i];
@@ -397,40 +359,79 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     }
     if (t.size() < 2 || t[0] != '-') break;
     if (t == "-np" || t.compare(0, 4, "-np=") == 0) t = "-" + t;
-    ours.push_back(t);
-    const std::string name = t.substr(0, t.find('='));
-    const CLI::Option* opt = app.get_option_no_throw(name);
+    ours->push_back(t);
+    const CLI::Option* opt = app.get_option_no_throw(t.substr(0, t.find('=')));
     if (opt == nullptr || opt->get_items_expected_max() <= 0) continue;
-    const int needed = opt->get_items_expected_min();
-    if (needed <= 1) {
-      if (t.find('=') == std::string::npos && i + 1 < args.size()) ours.push_back(args[++i]);
+    if (opt->get_items_expected_min() <= 1) {
+      if (t.find('=') == std::string::npos && i + 1 < args.size()) ours->push_back(args[++i]);
       continue;
     }
-    // Several numbers (--blacklist-cooldown-range MIN MAX): only numbers are
-    // taken, so that a missing one neither swallows the command nor the next
-    // option.
-    int taken = 0;
-    while (t.find('=') == std::string::npos && taken < needed && i + 1 < args.size() &&
-           isNumber(args[i + 1])) {
-      ours.push_back(args[++i]);
-      ++taken;
-    }
-    if (taken < needed && split_error.empty()) {
-      std::string got;
-      if (t.find('=') != std::string::npos) got = " " + t.substr(t.find('=') + 1);
-      for (int k = taken; k > 0; --k) got += " " + args[i + 1 - static_cast<size_t>(k)];
-      split_error = name + " takes " + (needed == 2 ? "two" : std::to_string(needed)) +
-                    " numbers, " + opt->get_type_name() + "; got " +
-                    (got.empty() ? "none" : got.substr(1));
-    }
+    std::string missing = takeNumbers(*opt, args, &i, ours);
+    if (error.empty()) error = missing;
   }
-  o.command.assign(args.begin() + static_cast<long>(i), args.end());
+  command->assign(args.begin() + static_cast<long>(i), args.end());
+  return error;
+}
 
-  if (!split_error.empty()) {
-    outcome.exit_code = kExitUsage;
-    outcome.err = "tuttirun: " + split_error + "\nRun 'tuttirun --help' for usage.\n";
-    return outcome;
+// The settings flags given, validated, into o.settings in flag order.
+std::string collectSettings(const CLI::App& app, ParsedFlags& f) {
+  for (const auto& flag : kSettingFlags) {
+    if (app.count(flag.flag) == 0) continue;
+    std::pair<std::string, std::string> setting;
+    Status st = settingFromFlag(flag.flag, f.setting_values[flag.flag], &setting);
+    if (!st.isOk()) return st.message();
+    f.o.settings.push_back(setting);
   }
+  if (f.timeline_mark_cycles) f.o.settings.emplace_back("TUTTI_TIMELINE_MARK_CYCLES", "1");
+  return "";
+}
+
+// Every check after parsing, in order; the first problem, or "". Fills the
+// options derived from flags (settings, cooldown, rsh-agent words).
+std::string checkParsed(const CLI::App& app, ParsedFlags& f, const EnvMap& env) {
+  std::string err = collectSettings(app, f);
+  if (err.empty()) err = checkMpiOptions(f.o, env);
+  if (err.empty()) err = checkJobOptions(app, f.o, env);
+  if (!err.empty()) return err;
+  if (!f.cooldown.empty()) {
+    f.o.cooldown_min_seconds = f.cooldown[0];
+    f.o.cooldown_max_seconds = f.cooldown[1];
+  }
+  err = checkElasticOptions(app, f.o);
+  if (err.empty()) err = checkRshAgent(app, &f.o);
+  if (err.empty() && f.o.command.empty()) {
+    err = "no command to run (usage: tuttirun [options] command ...)";
+  }
+  return err;
+}
+
+CliOutcome usageError(const std::string& message) {
+  CliOutcome outcome;
+  outcome.exit_code = kExitUsage;
+  outcome.err = "tuttirun: " + message + "\n";
+  return outcome;
+}
+
+}  // namespace
+
+CliOutcome parseCommandLine(const std::vector<std::string>& args, const EnvMap& env,
+                            LaunchOptions* options) {
+  const std::string see_help = "\nRun 'tuttirun --help' for usage.";
+  ParsedFlags f;  // outlives `app`, which writes into it
+  CLI::App app{"tuttirun: start a tutti job, one process per rank, locally or over ssh.",
+               "tuttirun"};
+  app.formatter(std::make_shared<HelpFormatter>());
+  app.get_formatter()->column_width(44);
+  app.footer(kFooter);
+  addJobOptions(app, f);
+  addHostOptions(app, f);
+  addElasticOptions(app, f);
+  addOutputAndInfoOptions(app, f);
+
+  std::vector<std::string> ours;
+  std::string split_error = splitOptions(app, args, &ours, &f.o.command);
+  if (!split_error.empty()) return usageError(split_error + see_help);
+  CliOutcome outcome;
   std::vector<std::string> reversed(ours.rbegin(), ours.rend());
   try {
     app.parse(reversed);
@@ -438,100 +439,16 @@ CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions*
     outcome.out = app.help();
     return outcome;
   } catch (const CLI::ParseError& e) {
-    outcome.exit_code = kExitUsage;
-    outcome.err = std::string("tuttirun: ") + e.what() + "\nRun 'tuttirun --help' for usage.\n";
+    return usageError(e.what() + see_help);
+  }
+  if (f.version || f.check_build) {
+    outcome.out = f.version ? versionText() : checkBuildText();
     return outcome;
   }
-  if (version) {
-    outcome.out = versionText();
-    return outcome;
-  }
-  if (check_build) {
-    outcome.out = checkBuildText();
-    return outcome;
-  }
-
-  auto fail = [&](const std::string& msg) {
-    outcome.exit_code = kExitUsage;
-    outcome.err = "tuttirun: " + msg + "\n";
-    return outcome;
-  };
-  for (const auto& f : kSettingFlags) {
-    const std::string& v = setting_values[f.flag];
-    if (app.count(f.flag) == 0) continue;
-    std::pair<std::string, std::string> setting;
-    Status st = settingFromFlag(f.flag, v, &setting);
-    if (!st.isOk()) return fail(st.message());
-    o.settings.push_back(setting);
-  }
-  if (timeline_mark_cycles) o.settings.emplace_back("TUTTI_TIMELINE_MARK_CYCLES", "1");
-  if (o.mpi && !TUTTI_BUILT_MPI) {
-    return fail(
-        "--mpi: this build has no MPI backend (Open MPI was not found at configure time: install "
-        "libopenmpi-dev and reconfigure), so jobs cannot run through mpirun; run without --mpi "
-        "to use the tcp backend (see tuttirun --check-build)");
-  }
-  {
-    // The mpi backend takes its ranks from mpirun: without --mpi every rank
-    // would find itself alone in MPI_COMM_WORLD.
-    std::string backend;
-    for (const auto& [name, value] : o.settings) {
-      if (name == "TUTTI_BACKEND") backend = value;
-    }
-    const char* env_backend = std::getenv("TUTTI_BACKEND");
-    const bool from_env = backend.empty() && env_backend != nullptr;
-    if (from_env) backend = env_backend;
-    if (backend == "mpi" && !o.mpi) {
-      return fail(std::string(from_env ? "TUTTI_BACKEND=mpi" : "--backend mpi") +
-                  ": the mpi backend runs under Open MPI's mpirun; add --mpi "
-                  "(tuttirun --mpi -np N ...), or use --backend tcp");
-    }
-  }
-  if (app.count("--np") > 0 && o.np < 1) {
-    return fail("-np " + std::to_string(o.np) + ": expected an integer in [1, 1048576]");
-  }
-  if (!o.hosts.empty() && !o.hostfile.empty()) return fail("-H and --hostfile exclude each other");
-  if (o.np == 0 && o.hosts.empty() && o.hostfile.empty() && o.max_np == 0 &&
-      o.discovery_script.empty() && !mpirunHasAllocation(currentEnvironment())) {
-    return fail(
-        "-np is required (or -H / --hostfile, or an allocation: Slurm's salloc / sbatch, "
-        "$OMPI_MCA_orte_default_hostfile; their slots then give the number of ranks)");
-  }
-  if (!std::isfinite(o.start_timeout_seconds) || o.start_timeout_seconds < 0 ||
-      o.start_timeout_seconds > 1e7) {
-    return fail("--start-timeout " + formatNumber(o.start_timeout_seconds) +
-                ": expected a number of seconds in [0, 10000000] (0: no limit)");
-  }
-  if (app.count("--ssh-port") > 0 && (o.ssh_port < 1 || o.ssh_port > 65535)) {
-    return fail("-p " + std::to_string(o.ssh_port) + ": expected a port in [1, 65535]");
-  }
-  for (const auto& x : o.env_flags) {
-    std::string name = x.substr(0, x.find('='));
-    bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
-    for (char c : name) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-    if (!valid) return fail("-x " + x + ": expected VAR or VAR=value with VAR a variable name");
-  }
-  if (!cooldown.empty()) {
-    o.cooldown_min_seconds = cooldown[0];
-    o.cooldown_max_seconds = cooldown[1];
-  }
-  std::string elastic_error = checkElasticOptions(app, o);
-  if (!elastic_error.empty()) return fail(elastic_error);
-  if (app.count("--rsh-agent") > 0) {
-    Status st = splitShellWords(o.rsh_agent, &o.rsh_agent_words);
-    if (!st.isOk() || o.rsh_agent_words.empty()) {
-      return fail("--rsh-agent '" + o.rsh_agent +
-                  "': " + (st.isOk() ? std::string("empty command") : st.message()) +
-                  "; expected a command such as 'ip netns exec {host}'");
-    }
-    if (o.mpi) return fail("--rsh-agent and --mpi exclude each other (mpirun starts the ranks)");
-    if (app.count("--ssh-port") > 0 || app.count("--ssh-identity-file") > 0) {
-      return fail("--rsh-agent replaces ssh: -p / -i do not apply");
-    }
-  }
-  if (o.command.empty()) return fail("no command to run (usage: tuttirun [options] command ...)");
+  std::string error = checkParsed(app, f, env);
+  if (!error.empty()) return usageError(error);
   outcome.run = true;
-  *options = o;
+  *options = f.o;
   return outcome;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "launcher/rank_env.h"
 
 namespace tutti {
 namespace launcher {
@@ -59,8 +60,13 @@ struct CliOutcome {
   std::string err;    // text for stderr (errors)
 };
 
-// Parses argv[1..] (args excludes the program name). Never throws.
-CliOutcome parseCommandLine(const std::vector<std::string>& args, LaunchOptions* options);
+// Parses argv[1..] (args excludes the program name) against a snapshot of
+// tuttirun's environment (currentEnvironment() in tuttirun; tests pass their
+// own): `env` is read for TUTTI_BACKEND (the mpi backend needs --mpi) and for
+// an allocation that gives the number of ranks without -np. Reads nothing
+// else; never throws.
+CliOutcome parseCommandLine(const std::vector<std::string>& args, const EnvMap& env,
+                            LaunchOptions* options);
 
 // Maps one settings flag ("--fusion-threshold-mb") and its value onto a
 // TUTTI_* variable, converting units, and validates it against the registry.

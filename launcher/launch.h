@@ -3,7 +3,7 @@
 // What to start for one rank (or elastic worker): the program itself on this
 // machine, or the remote bootstrap (launcher/remote.h) through ssh or an rsh
 // agent, with --output-filename files. Shared by the fixed-size job
-// (launcher/main.cc) and the elastic driver (launcher/elastic_job.h).
+// (launcher/run_job.h) and the elastic driver (launcher/elastic_job.h).
 
 #include <string>
 #include <vector>

@@ -15,6 +15,64 @@ Status waitAllOf(Transport& transport, const std::vector<Transport::OpId>& ids) 
   return Status::ok();
 }
 
+// One hop's block: `count` elements arrive from the left neighbour in
+// segments of `seg`, are reduced into `dst` and, when `forward`, are sent on
+// to the right (their ids appended to `sends`).
+struct Hop {
+  Transport& transport;
+  int left, right;
+  size_t seg, esize;
+  DataType dtype;
+  ReduceOp op;
+  std::vector<Transport::OpId>* sends;
+  size_t count = 0;
+  bool forward = false;
+  size_t segmentBytes(size_t j) const { return ring::segmentSize(count, seg, j) * esize; }
+};
+
+// In place (dst holds this rank's contribution): each segment is received
+// into one of two scratch slots, so that segment j+1 arrives while segment j
+// is reduced.
+Status reduceThroughSlots(const Hop& h, uint8_t* dst, uint8_t* scratch) {
+  const size_t nseg = ring::numSegments(h.count, h.seg);
+  const size_t seg_bytes = h.seg * h.esize;
+  uint8_t* slots[2] = {scratch, scratch + seg_bytes};
+  Transport::OpId pending[2] = {0, 0};
+  if (nseg > 0) pending[0] = h.transport.postRecv(h.left, slots[0], h.segmentBytes(0));
+  for (size_t j = 0; j < nseg; ++j) {
+    if (j + 1 < nseg) {
+      pending[(j + 1) % 2] =
+          h.transport.postRecv(h.left, slots[(j + 1) % 2], h.segmentBytes(j + 1));
+    }
+    TUTTI_RETURN_IF_ERROR(h.transport.wait(pending[j % 2]));
+    const size_t len = ring::segmentSize(h.count, h.seg, j);
+    reduceInto(dst + j * seg_bytes, slots[j % 2], len, h.dtype, h.op);
+    if (h.forward)
+      h.sends->push_back(h.transport.postSend(h.right, dst + j * seg_bytes, len * h.esize));
+  }
+  return Status::ok();
+}
+
+// Out of place: receive straight into the destination, then fold this
+// rank's contribution (`mine`) in; every segment can be posted up front.
+Status reduceIntoDestination(const Hop& h, uint8_t* dst, const uint8_t* mine,
+                             std::vector<Transport::OpId>* recvs) {
+  const size_t nseg = ring::numSegments(h.count, h.seg);
+  const size_t seg_bytes = h.seg * h.esize;
+  recvs->clear();
+  for (size_t j = 0; j < nseg; ++j) {
+    recvs->push_back(h.transport.postRecv(h.left, dst + j * seg_bytes, h.segmentBytes(j)));
+  }
+  for (size_t j = 0; j < nseg; ++j) {
+    TUTTI_RETURN_IF_ERROR(h.transport.wait((*recvs)[j]));
+    const size_t len = ring::segmentSize(h.count, h.seg, j);
+    reduceInto(dst + j * seg_bytes, mine + j * seg_bytes, len, h.dtype, h.op);
+    if (h.forward)
+      h.sends->push_back(h.transport.postSend(h.right, dst + j * seg_bytes, len * h.esize));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status ringReduceScatterBlocks(Transport& transport, const void* in, void* acc, void* own_out,
@@ -61,44 +119,16 @@ Status ringReduceScatterBlocks(Transport& transport, const void* in, void* acc, 
   }
 
   std::vector<Transport::OpId> recvs;
+  Hop hop{transport, left, right, seg, esize, dtype, op, &sends, 0, false};
   for (int step = 0; step <= n - 2; ++step) {
     const int c = ring::mod(rank - step - 2, n);
-    const bool forward = step + 1 <= n - 2;  // the reduced block goes on next step
-    const size_t count = blocks.size[c];
-    const size_t nseg = ring::numSegments(count, seg);
-    uint8_t* dst = blockPtr(c);
-    const uint8_t* mine = in_bytes + blocks.offset[c] * esize;
+    hop.count = blocks.size[c];
+    hop.forward = step + 1 <= n - 2;  // the reduced block goes on next step
     if (in_place) {
-      // Two scratch slots: segment j+1 arrives while segment j is reduced.
-      uint8_t* slots[2] = {scratch->data(), scratch->data() + seg_bytes};
-      Transport::OpId pending[2] = {0, 0};
-      if (nseg > 0) {
-        pending[0] = transport.postRecv(left, slots[0], ring::segmentSize(count, seg, 0) * esize);
-      }
-      for (size_t j = 0; j < nseg; ++j) {
-        if (j + 1 < nseg) {
-          pending[(j + 1) % 2] = transport.postRecv(left, slots[(j + 1) % 2],
-                                                    ring::segmentSize(count, seg, j + 1) * esize);
-        }
-        TUTTI_RETURN_IF_ERROR(transport.wait(pending[j % 2]));
-        const size_t len = ring::segmentSize(count, seg, j);
-        reduceInto(dst + j * seg_bytes, slots[j % 2], len, dtype, op);
-        if (forward) sends.push_back(transport.postSend(right, dst + j * seg_bytes, len * esize));
-      }
+      TUTTI_RETURN_IF_ERROR(reduceThroughSlots(hop, blockPtr(c), scratch->data()));
     } else {
-      // Out of place: receive straight into the destination, then fold this
-      // rank's contribution in; every segment can be posted up front.
-      recvs.clear();
-      for (size_t j = 0; j < nseg; ++j) {
-        recvs.push_back(transport.postRecv(left, dst + j * seg_bytes,
-                                           ring::segmentSize(count, seg, j) * esize));
-      }
-      for (size_t j = 0; j < nseg; ++j) {
-        TUTTI_RETURN_IF_ERROR(transport.wait(recvs[j]));
-        const size_t len = ring::segmentSize(count, seg, j);
-        reduceInto(dst + j * seg_bytes, mine + j * seg_bytes, len, dtype, op);
-        if (forward) sends.push_back(transport.postSend(right, dst + j * seg_bytes, len * esize));
-      }
+      TUTTI_RETURN_IF_ERROR(
+          reduceIntoDestination(hop, blockPtr(c), in_bytes + blocks.offset[c] * esize, &recvs));
     }
   }
   // The sent regions may be overwritten by whatever runs next (the allgather

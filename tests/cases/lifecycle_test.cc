@@ -90,11 +90,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, PendingAtShutdownTest, ::testing::Values(2, 3),
 
 // ---- bad settings are rejected, naming the variable and the range --------------------
 EnvLookup envOf(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
-    return it->second;
-  };
+  return mapEnv(std::move(values));
 }
 
 TEST(SettingsTest, GoodValuesAreRead) {

@@ -132,50 +132,108 @@ TEST(TimelineTest, StartAndStopErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// SpansPerTensorAndReadyMarksOfEveryRank's job: kSteps times a single
+// allreduce and a grouped one of kGroup tensors, on kRanks ranks.
+constexpr int kRanks = 3;
+constexpr int kSteps = 3;
+constexpr int kGroup = 4;
+constexpr int64_t kCount = 1000;
+
+void runTimelineSteps(Runtime& rt) {
+  std::vector<float> in(kCount, 1.0f), out(kCount);
+  std::vector<std::vector<float>> gin(kGroup, std::vector<float>(kCount, 2.0f));
+  std::vector<std::vector<float>> gout(kGroup, std::vector<float>(kCount));
+  for (int step = 0; step < kSteps; ++step) {
+    OpOptions single;
+    single.name = "single";
+    Handle h;
+    ASSERT_TRUE(rt.allreduce({in.data(), DataType::kFloat32, {kCount}},
+                             {out.data(), DataType::kFloat32, {kCount}}, single, &h)
+                    .isOk());
+    ASSERT_TRUE(rt.wait(h, 20).isOk());
+    ASSERT_TRUE(rt.release(h).isOk());
+    EXPECT_EQ(out[0], float(kRanks));
+    // A grouped allreduce is always fused into one response.
+    std::vector<TensorView> ins, outs;
+    for (int i = 0; i < kGroup; ++i) {
+      ins.push_back({gin[i].data(), DataType::kFloat32, {kCount}});
+      outs.push_back({gout[i].data(), DataType::kFloat32, {kCount}});
+    }
+    OpOptions group;
+    group.name = "grp";
+    std::vector<Handle> handles;
+    ASSERT_TRUE(rt.groupedAllreduce(ins, outs, group, &handles).isOk());
+    for (Handle g : handles) {
+      ASSERT_TRUE(rt.wait(g, 20).isOk());
+      ASSERT_TRUE(rt.release(g).isOk());
+    }
+    EXPECT_EQ(gout[kGroup - 1][kCount - 1], 2.0f * kRanks);
+  }
+}
+
+// The single and grouped tensors' spans, with their op arguments.
+void expectTensorSpans(const json& events, const std::map<std::string, int>& tids) {
+  const std::vector<json> single =
+      expectSpans(events, tids.at("single"), {"NEGOTIATE", "QUEUE", "ALLREDUCE"}, kSteps);
+  for (const json& s : single) {
+    if (s["name"] != "ALLREDUCE") continue;
+    EXPECT_EQ(s["args"]["tensors"], 1);
+    EXPECT_EQ(s["args"]["bytes"], kCount * 4);
+    EXPECT_EQ(s["args"]["dtype"], "float32");
+  }
+  for (int i = 0; i < kGroup; ++i) {
+    const std::string name = "grp." + std::to_string(i);
+    ASSERT_EQ(tids.count(name), 1u) << name;
+    const std::vector<json> spans = expectSpans(
+        events, tids.at(name),
+        {"NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"},
+        kSteps);
+    for (const json& s : spans) {
+      if (s["name"] != "ALLREDUCE") continue;
+      EXPECT_EQ(s["args"]["tensors"], kGroup);
+      EXPECT_EQ(s["args"]["bytes"], kGroup * kCount * 4);
+    }
+  }
+}
+
+// Rank 0's ready marks on one tensor's track: one per rank and step, each
+// inside a NEGOTIATE span.
+void expectReadyMarks(const json& events, int tid) {
+  const std::vector<json> marks = onTrack(events, tid, "i");
+  ASSERT_EQ(marks.size(), size_t{kRanks * kSteps});
+  std::vector<int> per_rank(kRanks, 0);
+  const std::vector<json> spans = onTrack(events, tid, "X");
+  for (const json& m : marks) {
+    const int r = m["args"]["rank"].get<int>();
+    ASSERT_TRUE(r >= 0 && r < kRanks) << m.dump();
+    ++per_rank[r];
+    EXPECT_EQ(m["name"], "rank " + std::to_string(r) + " ready");
+    const double ts = m["ts"].get<double>();
+    bool inside = false;
+    for (const json& s : spans) {
+      const double begin = s["ts"].get<double>();
+      const double end = begin + s["dur"].get<double>();
+      if (s["name"] == "NEGOTIATE" && ts + kEpsilonUs >= begin && ts <= end + kEpsilonUs) {
+        inside = true;
+      }
+    }
+    EXPECT_TRUE(inside) << "mark outside every NEGOTIATE span: " << m.dump();
+  }
+  EXPECT_EQ(per_rank, std::vector<int>(kRanks, kSteps));
+}
+
 TEST(TimelineTest, SpansPerTensorAndReadyMarksOfEveryRank) {
-  constexpr int kSize = 3;
-  constexpr int kSteps = 3;
-  constexpr int kGroup = 4;
-  constexpr int64_t kCount = 1000;
   const std::string dir = makeTempDir();
-  RankSync sync(kSize);
-  runThreadRanks(kSize, [&](Runtime& rt) {
+  RankSync sync(kRanks);
+  runThreadRanks(kRanks, [&](Runtime& rt) {
     ASSERT_TRUE(rt.startTimeline(dir + "/tl.json", /*mark_cycles=*/true).isOk());
     // Rank 0 records the requests of every rank once its timeline runs.
     sync.arriveAndWait();
-    std::vector<float> in(kCount, 1.0f), out(kCount);
-    std::vector<std::vector<float>> gin(kGroup, std::vector<float>(kCount, 2.0f));
-    std::vector<std::vector<float>> gout(kGroup, std::vector<float>(kCount));
-    for (int step = 0; step < kSteps; ++step) {
-      OpOptions single;
-      single.name = "single";
-      Handle h;
-      ASSERT_TRUE(rt.allreduce({in.data(), DataType::kFloat32, {kCount}},
-                               {out.data(), DataType::kFloat32, {kCount}}, single, &h)
-                      .isOk());
-      ASSERT_TRUE(rt.wait(h, 20).isOk());
-      ASSERT_TRUE(rt.release(h).isOk());
-      EXPECT_EQ(out[0], float(kSize));
-      // A grouped allreduce is always fused into one response.
-      std::vector<TensorView> ins, outs;
-      for (int i = 0; i < kGroup; ++i) {
-        ins.push_back({gin[i].data(), DataType::kFloat32, {kCount}});
-        outs.push_back({gout[i].data(), DataType::kFloat32, {kCount}});
-      }
-      OpOptions group;
-      group.name = "grp";
-      std::vector<Handle> handles;
-      ASSERT_TRUE(rt.groupedAllreduce(ins, outs, group, &handles).isOk());
-      for (Handle g : handles) {
-        ASSERT_TRUE(rt.wait(g, 20).isOk());
-        ASSERT_TRUE(rt.release(g).isOk());
-      }
-      EXPECT_EQ(gout[kGroup - 1][kCount - 1], 2.0f * kSize);
-    }
+    runTimelineSteps(rt);
     ASSERT_TRUE(rt.stopTimeline().isOk());
   });
 
-  for (int rank = 0; rank < kSize; ++rank) {
+  for (int rank = 0; rank < kRanks; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const std::string text = readFile(dir + "/tl.rank" + std::to_string(rank) + ".json");
     ASSERT_FALSE(text.empty());
@@ -187,58 +245,17 @@ TEST(TimelineTest, SpansPerTensorAndReadyMarksOfEveryRank) {
     ASSERT_EQ(tids.count("cycles"), 1u);
     EXPECT_EQ(tids.at("cycles"), 0);
     EXPECT_FALSE(onTrack(events, 0, "i").empty()) << "CYCLE marks";
-
-    const std::vector<json> single =
-        expectSpans(events, tids.at("single"), {"NEGOTIATE", "QUEUE", "ALLREDUCE"}, kSteps);
-    for (const json& s : single) {
-      if (s["name"] != "ALLREDUCE") continue;
-      EXPECT_EQ(s["args"]["tensors"], 1);
-      EXPECT_EQ(s["args"]["bytes"], kCount * 4);
-      EXPECT_EQ(s["args"]["dtype"], "float32");
-    }
-    for (int i = 0; i < kGroup; ++i) {
-      const std::string name = "grp." + std::to_string(i);
-      ASSERT_EQ(tids.count(name), 1u) << name;
-      const std::vector<json> spans = expectSpans(events, tids.at(name),
-                                                  {"NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
-                                                   "ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"},
-                                                  kSteps);
-      for (const json& s : spans) {
-        if (s["name"] != "ALLREDUCE") continue;
-        EXPECT_EQ(s["args"]["tensors"], kGroup);
-        EXPECT_EQ(s["args"]["bytes"], kGroup * kCount * 4);
-      }
-    }
+    expectTensorSpans(events, tids);
 
     // Ready marks: rank 0 only, one per rank and step, inside a NEGOTIATE.
     for (const auto& [name, tid] : tids) {
       if (name == "cycles") continue;
       SCOPED_TRACE(name);
-      const std::vector<json> marks = onTrack(events, tid, "i");
       if (rank != 0) {
-        EXPECT_TRUE(marks.empty());
+        EXPECT_TRUE(onTrack(events, tid, "i").empty());
         continue;
       }
-      ASSERT_EQ(marks.size(), size_t{kSize * kSteps});
-      std::vector<int> per_rank(kSize, 0);
-      const std::vector<json> spans = onTrack(events, tid, "X");
-      for (const json& m : marks) {
-        const int r = m["args"]["rank"].get<int>();
-        ASSERT_TRUE(r >= 0 && r < kSize) << m.dump();
-        ++per_rank[r];
-        EXPECT_EQ(m["name"], "rank " + std::to_string(r) + " ready");
-        const double ts = m["ts"].get<double>();
-        bool inside = false;
-        for (const json& s : spans) {
-          const double begin = s["ts"].get<double>();
-          const double end = begin + s["dur"].get<double>();
-          if (s["name"] == "NEGOTIATE" && ts + kEpsilonUs >= begin && ts <= end + kEpsilonUs) {
-            inside = true;
-          }
-        }
-        EXPECT_TRUE(inside) << "mark outside every NEGOTIATE span: " << m.dump();
-      }
-      EXPECT_EQ(per_rank, std::vector<int>(kSize, kSteps));
+      expectReadyMarks(events, tid);
     }
   }
   std::filesystem::remove_all(dir);

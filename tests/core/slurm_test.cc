@@ -92,11 +92,7 @@ TEST(SlurmPort, DerivedFromJobAndStep) {
 using Env = std::map<std::string, std::string>;
 
 EnvLookup lookup(const Env& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
+  return mapEnv(env);
 }
 
 // Task 4 of `srun -N 3 -n 7` with 3,2,2 tasks per node: the second task of

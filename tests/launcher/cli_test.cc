@@ -11,8 +11,9 @@ namespace tutti {
 namespace launcher {
 namespace {
 
+// An empty environment: the results do not depend on the test's own.
 CliOutcome parse(const std::vector<std::string>& args, LaunchOptions* o) {
-  return parseCommandLine(args, o);
+  return parseCommandLine(args, EnvMap{}, o);
 }
 
 std::string settingOf(const LaunchOptions& o, const std::string& name) {
@@ -202,6 +203,56 @@ TEST(CommandLine, HelpVersionCheckBuild) {
   EXPECT_NE(build.out.find("allreduce:0-64k:recursive_doubling"), std::string::npos) << build.out;
   EXPECT_NE(build.out.find("broadcast:0-64k:binomial"), std::string::npos) << build.out;
   EXPECT_NE(build.out.find("TUTTI_ALGORITHMS"), std::string::npos) << build.out;
+}
+
+// The environment is an argument: TUTTI_BACKEND and an allocation are read
+// from the snapshot passed, never from the process.
+TEST(CommandLine, ReadsTheEnvironmentSnapshotItIsGiven) {
+  LaunchOptions o;
+  CliOutcome r = parseCommandLine({"-np", "2", "x"}, EnvMap{{"TUTTI_BACKEND", "mpi"}}, &o);
+  EXPECT_FALSE(r.run);
+  EXPECT_EQ(r.exit_code, kExitUsage);
+  EXPECT_NE(r.err.find("TUTTI_BACKEND=mpi: the mpi backend runs under Open MPI's mpirun"),
+            std::string::npos)
+      << r.err;
+  // --backend on the command line wins over the environment's.
+  r = parseCommandLine({"-np", "2", "--backend", "tcp", "x"}, EnvMap{{"TUTTI_BACKEND", "mpi"}}, &o);
+  EXPECT_TRUE(r.run) << r.err;
+  EXPECT_EQ(settingOf(o, "TUTTI_BACKEND"), "tcp");
+  r = parseCommandLine({"-np", "2", "--backend", "mpi", "x"}, EnvMap{}, &o);
+  EXPECT_NE(r.err.find("--backend mpi: the mpi backend"), std::string::npos) << r.err;
+
+  // Without -np: an allocation in the snapshot gives the ranks; without one
+  // -np is required.
+  r = parseCommandLine({"x"}, EnvMap{{"SLURM_JOB_NODELIST", "n[1-2]"}}, &o);
+  EXPECT_TRUE(r.run) << r.err;
+  EXPECT_EQ(o.np, 0);
+  EXPECT_EQ(o.command, std::vector<std::string>{"x"});
+  r = parseCommandLine({"x"}, EnvMap{{"OMPI_MCA_orte_default_hostfile", "/h"}}, &o);
+  EXPECT_TRUE(r.run) << r.err;
+  r = parseCommandLine({"x"}, EnvMap{{"SLURM_JOB_NODELIST", ""}}, &o);
+  EXPECT_FALSE(r.run);
+  EXPECT_NE(r.err.find("-np is required"), std::string::npos) << r.err;
+}
+
+// Options that take several numbers take only numbers, so that a missing one
+// neither swallows the command nor the next option.
+TEST(CommandLine, SeveralNumbersTakeOnlyNumbers) {
+  LaunchOptions o;
+  CliOutcome r = parse({"-np", "2", "--blacklist-cooldown-range", "5", "./train"}, &o);
+  EXPECT_FALSE(r.run);
+  EXPECT_EQ(r.exit_code, kExitUsage);
+  EXPECT_NE(r.err.find("--blacklist-cooldown-range takes two numbers, MIN MAX; got 5"),
+            std::string::npos)
+      << r.err;
+  r = parse({"-np", "2", "--blacklist-cooldown-range", "--verbose", "./train"}, &o);
+  EXPECT_NE(r.err.find("got none"), std::string::npos) << r.err;
+  r = parse({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5", "60", "./train", "7"},
+            &o);
+  ASSERT_TRUE(r.run) << r.err;
+  EXPECT_EQ(o.cooldown_min_seconds, 5);
+  EXPECT_EQ(o.cooldown_max_seconds, 60);
+  EXPECT_EQ(o.command, (std::vector<std::string>{"./train", "7"}));
 }
 
 }  // namespace

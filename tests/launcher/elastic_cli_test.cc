@@ -20,7 +20,7 @@ namespace {
 
 CliOutcome parse(std::vector<std::string> args, LaunchOptions* o) {
   args.push_back("./train");
-  return parseCommandLine(args, o);
+  return parseCommandLine(args, EnvMap{}, o);
 }
 
 TEST(ElasticCli, FlagsAreParsed) {
@@ -112,7 +112,7 @@ TEST(ElasticCli, BadValuesNameTheFlagAndWhatIsAccepted) {
 
 TEST(ElasticCli, HelpListsTheElasticFlags) {
   LaunchOptions o;
-  CliOutcome out = parseCommandLine({"--help"}, &o);
+  CliOutcome out = parseCommandLine({"--help"}, EnvMap{}, &o);
   for (const char* flag :
        {"--min-np", "--max-np", "--host-discovery-script", "--slots-per-host", "--elastic-timeout",
         "--reset-limit", "--blacklist-cooldown-range", "--rsh-agent", "TUTTI_ELASTIC_WORKER_ID"}) {

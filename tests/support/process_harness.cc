@@ -111,6 +111,89 @@ double secondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+// Reaps the ranks that exited into `results`; pids[r] = -1 once reaped.
+// Returns how many were reaped. `killed_at`: when the plan's kill happened
+// (nullptr: not yet).
+int reapExited(std::vector<pid_t>& pids, const Clock::time_point* killed_at,
+               std::vector<ProcessResult>& results) {
+  int reaped = 0;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    if (pids[r] <= 0) continue;
+    int status = 0;
+    if (::waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+    results[r].exited = WIFEXITED(status);
+    results[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    results[r].term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (killed_at != nullptr)
+      results[r].seconds_after_kill = secondsBetween(*killed_at, Clock::now());
+    pids[r] = -1;
+    ++reaped;
+  }
+  return reaped;
+}
+
+// Past the plan's deadline: SIGKILLs and reaps every rank still running.
+int killAll(std::vector<pid_t>& pids, std::vector<ProcessResult>& results) {
+  int killed = 0;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    if (pids[r] <= 0) continue;
+    ::kill(pids[r], SIGKILL);
+    int status = 0;
+    ::waitpid(pids[r], &status, 0);
+    results[r].timed_out = true;
+    results[r].term_signal = SIGKILL;
+    pids[r] = -1;
+    ++killed;
+  }
+  return killed;
+}
+
+// Watches the ranks until every one has exited: reads their ready bytes from
+// `ready_fd`, kills plan.kill_rank once the awaited ranks are ready (after
+// plan.kill_delay_seconds), and kills everything past plan.deadline_seconds.
+void superviseRanks(std::vector<pid_t>& pids, int ready_fd, const ProcessPlan& plan,
+                    std::vector<ProcessResult>& results) {
+  const int size = static_cast<int>(pids.size());
+  std::vector<int> awaited = plan.kill_after_ready;
+  if (awaited.empty()) {
+    for (int r = 0; r < size; ++r) awaited.push_back(r);
+  }
+  std::vector<bool> ready(size, false);
+  bool all_ready = false;
+  bool killed = false;
+  Clock::time_point ready_at, killed_at;
+  const auto start = Clock::now();
+  int running = 0;
+  for (pid_t pid : pids) running += pid > 0 ? 1 : 0;
+
+  while (running > 0) {
+    unsigned char buffer[64];
+    ssize_t n;
+    while ((n = ::read(ready_fd, buffer, sizeof(buffer))) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buffer[i] < size) ready[buffer[i]] = true;
+      }
+    }
+    const auto now = Clock::now();
+    if (!all_ready &&
+        std::all_of(awaited.begin(), awaited.end(), [&](int r) { return ready[r]; })) {
+      all_ready = true;
+      ready_at = now;
+    }
+    if (plan.kill_rank >= 0 && !killed && all_ready &&
+        secondsBetween(ready_at, now) >= plan.kill_delay_seconds) {
+      ::kill(pids[plan.kill_rank], SIGKILL);
+      killed = true;
+      killed_at = now;
+    }
+    running -= reapExited(pids, killed ? &killed_at : nullptr, results);
+    if (running > 0 && secondsBetween(start, now) > plan.deadline_seconds) {
+      running -= killAll(pids, results);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 }  // namespace
 
 std::vector<ProcessResult> runProcessRanks(int size, const ProcessBody& body,
@@ -147,64 +230,7 @@ std::vector<ProcessResult> runProcessRanks(int size, const ProcessBody& body,
     pids[r] = pid;
   }
   ::close(ready_pipe[1]);
-
-  std::vector<int> awaited = plan.kill_after_ready;
-  if (awaited.empty()) {
-    for (int r = 0; r < size; ++r) awaited.push_back(r);
-  }
-  std::vector<bool> ready(size, false);
-  bool all_ready = false;
-  bool killed = false;
-  Clock::time_point ready_at, killed_at;
-  const auto start = Clock::now();
-  int running = 0;
-  for (pid_t pid : pids) running += pid > 0 ? 1 : 0;
-
-  while (running > 0) {
-    unsigned char buffer[64];
-    ssize_t n;
-    while ((n = ::read(ready_pipe[0], buffer, sizeof(buffer))) > 0) {
-      for (ssize_t i = 0; i < n; ++i) {
-        if (buffer[i] < size) ready[buffer[i]] = true;
-      }
-    }
-    const auto now = Clock::now();
-    if (!all_ready &&
-        std::all_of(awaited.begin(), awaited.end(), [&](int r) { return ready[r]; })) {
-      all_ready = true;
-      ready_at = now;
-    }
-    if (plan.kill_rank >= 0 && !killed && all_ready &&
-        secondsBetween(ready_at, now) >= plan.kill_delay_seconds) {
-      ::kill(pids[plan.kill_rank], SIGKILL);
-      killed = true;
-      killed_at = now;
-    }
-    for (int r = 0; r < size; ++r) {
-      if (pids[r] <= 0) continue;
-      int status = 0;
-      if (::waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      results[r].exited = WIFEXITED(status);
-      results[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      results[r].term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      if (killed) results[r].seconds_after_kill = secondsBetween(killed_at, Clock::now());
-      pids[r] = -1;
-      --running;
-    }
-    if (running > 0 && secondsBetween(start, now) > plan.deadline_seconds) {
-      for (int r = 0; r < size; ++r) {
-        if (pids[r] <= 0) continue;
-        ::kill(pids[r], SIGKILL);
-        int status = 0;
-        ::waitpid(pids[r], &status, 0);
-        results[r].timed_out = true;
-        results[r].term_signal = SIGKILL;
-        pids[r] = -1;
-        --running;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  superviseRanks(pids, ready_pipe[0], plan, results);
   ::close(ready_pipe[0]);
   for (int r = 0; r < size; ++r) {
     results[r].stderr_text = readFile(stderr_paths[r]);
