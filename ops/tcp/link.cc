@@ -57,36 +57,26 @@ void Link::setState(LinkState next) {
 // ---- SocketLink -------------------------------------------------------------
 
 void SocketLink::start(bool send) {
+  bool& active = send ? send_active_ : recv_active_;
+  std::deque<Op>& ops = send ? sends_ : recvs_;
+  if (active || ops.empty() || !open()) return;
+  Op& op = ops.front();
+  const auto buffer = asio::buffer(op.data + op.done, op.bytes - op.done);
+  auto done = completion(&active, [this, send](size_t n) {
+    if (send) {
+      TcpWireStats& wire = host().wireStats();
+      wire.payload_bytes += n;
+      wire.socket_bytes += n;
+    }
+    advance(send ? sends_ : recvs_, n);
+    SocketLink::start(send);
+  });
+  active = true;
   if (send) {
-    startSend();
+    socket().async_write_some(buffer, std::move(done));
   } else {
-    startRecv();
+    socket().async_read_some(buffer, std::move(done));
   }
-}
-
-void SocketLink::startSend() {
-  if (send_active_ || sends_.empty() || !open()) return;
-  Op& op = sends_.front();
-  send_active_ = true;
-  socket().async_write_some(asio::buffer(op.data + op.done, op.bytes - op.done),
-                            completion(&send_active_, [this](size_t n) {
-                              TcpWireStats& wire = host().wireStats();
-                              wire.payload_bytes += n;
-                              wire.socket_bytes += n;
-                              advance(sends_, n);
-                              startSend();
-                            }));
-}
-
-void SocketLink::startRecv() {
-  if (recv_active_ || recvs_.empty() || !open()) return;
-  Op& op = recvs_.front();
-  recv_active_ = true;
-  socket().async_read_some(asio::buffer(op.data + op.done, op.bytes - op.done),
-                           completion(&recv_active_, [this](size_t n) {
-                             advance(recvs_, n);
-                             startRecv();
-                           }));
 }
 
 }  // namespace tutti

@@ -159,10 +159,6 @@ class SocketLink : public Link {
 
   bool send_active_ = false;  // a write is pending on the connection
   bool recv_active_ = false;  // a read is pending on the connection
-
- private:
-  void startSend();
-  void startRecv();
 };
 
 }  // namespace tutti

@@ -35,8 +35,10 @@ std::string hostKey(int rank) {
   return "rank/" + std::to_string(rank) + "/host";
 }
 
+}  // namespace
+
 // One same-host peer's negotiation.
-struct ShmPair {
+struct TcpMesh::ShmPair {
   int peer = -1;
   std::unique_ptr<ShmChannel> channel;
   std::string name;  // lower rank: to unlink
@@ -44,8 +46,6 @@ struct ShmPair {
   std::array<uint8_t, 1> answer{};
   std::string why;  // why not shared memory, for the warning
 };
-
-}  // namespace
 
 std::vector<int> TcpMesh::sameHostPeers(Store& store) {
   std::vector<int> peers;
@@ -83,6 +83,49 @@ error_code TcpMesh::transfer(tcp::socket& sock, bool write, asio::mutable_buffer
   return result;
 }
 
+Status TcpMesh::shmStep(const ShmPair& pair, const char* what, const error_code& ec) {
+  if (!ec) return Status::ok();
+  if (ec == asio::error::timed_out) {
+    std::ostringstream msg;
+    msg << "rank " << rank_ << ": shared-memory setup with its peers timed out after " << timeout_s_
+        << " s";
+    return Status::timeout(msg.str());
+  }
+  return Status::ioError("rank " + std::to_string(rank_) + ": rank " + std::to_string(pair.peer) +
+                         " shared-memory " + what + ": " + ec.message());
+}
+
+Status TcpMesh::offerShm(ShmPair& p) {
+  Status st = ShmChannel::create(kShmRingBytes, &p.name, &p.channel);
+  if (!st.isOk()) p.why = st.message();
+  p.offer = encodeShmOffer({st.isOk(), static_cast<uint32_t>(kShmRingBytes), p.name});
+  return shmStep(p, "offer", transfer(*data_[p.peer], true, asio::buffer(p.offer)));
+}
+
+Status TcpMesh::answerShm(ShmPair& p) {
+  TUTTI_RETURN_IF_ERROR(
+      shmStep(p, "offer", transfer(*data_[p.peer], false, asio::buffer(p.offer))));
+  const ShmOffer offer = decodeShmOffer(p.offer);
+  if (offer.ok) {
+    Status st = ShmChannel::open(offer.name, offer.ring_bytes, &p.channel);
+    if (!st.isOk()) p.why = st.message();
+  } else {
+    p.why = "rank " + std::to_string(p.peer) + " could not create a segment";
+  }
+  p.answer[0] = p.channel ? 1 : 0;
+  return shmStep(p, "answer", transfer(*data_[p.peer], true, asio::buffer(p.answer)));
+}
+
+Status TcpMesh::takeShmAnswer(ShmPair& p) {
+  TUTTI_RETURN_IF_ERROR(
+      shmStep(p, "answer", transfer(*data_[p.peer], false, asio::buffer(p.answer))));
+  if (p.answer[0] != 1) {
+    if (p.why.empty()) p.why = "rank " + std::to_string(p.peer) + " could not open the segment";
+    p.channel.reset();
+  }
+  return Status::ok();
+}
+
 Status TcpMesh::setupShm(Store& store, std::vector<std::unique_ptr<ShmChannel>>* channels) {
   if (shm_identity_.empty()) return Status::ok();
   std::vector<ShmPair> pairs;
@@ -91,48 +134,14 @@ Status TcpMesh::setupShm(Store& store, std::vector<std::unique_ptr<ShmChannel>>*
     pairs.back().peer = r;
   }
   Status error;
-  // Records the first failure of a step on `pair`; true if there was one.
-  auto failed = [&](const ShmPair& pair, const char* what, const error_code& ec) {
-    if (!ec) return false;
-    if (ec == asio::error::timed_out) {
-      std::ostringstream msg;
-      msg << "rank " << rank_ << ": shared-memory setup with its peers timed out after "
-          << timeout_s_ << " s";
-      error = Status::timeout(msg.str());
-    } else {
-      error =
-          Status::ioError("rank " + std::to_string(rank_) + ": rank " + std::to_string(pair.peer) +
-                          " shared-memory " + what + ": " + ec.message());
-    }
-    return true;
-  };
   for (auto& p : pairs) {  // 1. offers to higher peers
-    if (p.peer < rank_) continue;
-    Status st = ShmChannel::create(kShmRingBytes, &p.name, &p.channel);
-    if (!st.isOk()) p.why = st.message();
-    p.offer = encodeShmOffer({st.isOk(), static_cast<uint32_t>(kShmRingBytes), p.name});
-    if (failed(p, "offer", transfer(*data_[p.peer], true, asio::buffer(p.offer)))) break;
+    if (p.peer > rank_ && error.isOk()) error = offerShm(p);
   }
-  for (auto& p : pairs) {  // 2. lower peers' offers, answered
-    if (p.peer > rank_ || !error.isOk()) continue;
-    if (failed(p, "offer", transfer(*data_[p.peer], false, asio::buffer(p.offer)))) break;
-    const ShmOffer offer = decodeShmOffer(p.offer);
-    if (offer.ok) {
-      Status st = ShmChannel::open(offer.name, offer.ring_bytes, &p.channel);
-      if (!st.isOk()) p.why = st.message();
-    } else {
-      p.why = "rank " + std::to_string(p.peer) + " could not create a segment";
-    }
-    p.answer[0] = p.channel ? 1 : 0;
-    if (failed(p, "answer", transfer(*data_[p.peer], true, asio::buffer(p.answer)))) break;
+  for (auto& p : pairs) {  // 2. lower peers' offers, answered, in rank order
+    if (p.peer < rank_ && error.isOk()) error = answerShm(p);
   }
   for (auto& p : pairs) {  // 3. higher peers' answers
-    if (p.peer < rank_ || !error.isOk()) continue;
-    if (failed(p, "answer", transfer(*data_[p.peer], false, asio::buffer(p.answer)))) break;
-    if (p.answer[0] != 1) {
-      if (p.why.empty()) p.why = "rank " + std::to_string(p.peer) + " could not open the segment";
-      p.channel.reset();
-    }
+    if (p.peer > rank_ && error.isOk()) error = takeShmAnswer(p);
   }
   for (auto& p : pairs) {
     if (!p.name.empty()) ShmChannel::unlinkName(p.name);
@@ -144,10 +153,7 @@ Status TcpMesh::setupShm(Store& store, std::vector<std::unique_ptr<ShmChannel>>*
                           << " on the same host (" << p.why << "); using TCP";
     }
   }
-  if (!error.isOk()) return error;
-  TUTTI_LOG(kDebug) << "rank " << rank_ << ": shared memory with " << pairs.size()
-                    << " same-host peers offered";
-  return Status::ok();
+  return error;
 }
 
 }  // namespace tutti

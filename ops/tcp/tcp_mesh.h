@@ -110,9 +110,17 @@ class TcpMesh final : public LinkHost {
   // One Link per peer, then control reads start.
   Status makeLinks();
 
-  // shm_setup.cc: the shared-memory channels of same-host peers, by rank.
+  // shm_setup.cc: the shared-memory channels of same-host peers, by rank,
+  // negotiated in three steps (offer, answer, take the answer).
+  struct ShmPair;
   Status setupShm(Store& store, std::vector<std::unique_ptr<ShmChannel>>* channels);
   std::vector<int> sameHostPeers(Store& store);
+  Status offerShm(ShmPair& pair);
+  Status answerShm(ShmPair& pair);
+  Status takeShmAnswer(ShmPair& pair);
+  // kIoError naming the peer and `what` for a failed step, kTimeout for one
+  // that ran past the setup deadline.
+  Status shmStep(const ShmPair& pair, const char* what, const boost::system::error_code& ec);
   // Runs one read (write = false) or write of `buffer` on `sock` to its end
   // or the setup deadline (then the socket is closed).
   boost::system::error_code transfer(tcp::socket& sock, bool write, asio::mutable_buffer buffer);
