@@ -52,9 +52,15 @@ std::vector<int> TcpMesh::sameHostPeers(Store& store) {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     std::vector<uint8_t> v;
-    // Every rank publishes this key before its address, and r has
-    // connected to us, so a missing key means a peer without shared memory.
-    if (!store.get(hostKey(r), std::chrono::milliseconds(200), &v).isOk()) continue;
+    // Every rank publishes this key before its address, and r has connected
+    // to us, so the key is there: wait for the store as long as setup may
+    // take. Both ranks of a pair must decide alike; a short wait that a
+    // loaded store misses would leave one of them waiting for an offer or
+    // an answer that never comes.
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(setup_deadline_ - Clock::now());
+    if (left < std::chrono::milliseconds(200)) left = std::chrono::milliseconds(200);
+    if (!store.get(hostKey(r), left, &v).isOk()) continue;
     if (std::string(v.begin(), v.end()) == shm_identity_) peers.push_back(r);
   }
   return peers;
