@@ -85,7 +85,7 @@ struct Settings {
   // Job-wide default compression of allreduce (canonical spec, see
   // core/compression_spec.h); OpOptions.compression overrides it per op.
   std::string compression = "none";
-  // zstd level for the tcp backend's data over TCP (ops/tcp/tcp_transport_impl.h);
+  // zstd level for the tcp backend's data over TCP (ops/tcp/zstd_link.h);
   // 0 = off.
   int compression_zstd_level = 0;
   // Elastic training (docs/elastic.md): TUTTI_ELASTIC_WORKER_ID >= 0 makes

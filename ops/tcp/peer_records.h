@@ -7,7 +7,7 @@
 // Hello, connecting side to accepting side, first on every peer connection:
 //   u32 kHelloMagic, i32 rank, i32 size, u8 channel kind (13 bytes, host order).
 // Shared-memory offer, lower rank to higher, first on the data connection of
-// a pair on one host (ops/tcp/tcp_shm.cc):
+// a pair on one host (ops/tcp/shm_setup.cc):
 //   u8 ok, u32 ring bytes, u8 name length, name padded to kShmNameField bytes.
 
 #include <algorithm>

@@ -20,7 +20,7 @@
 // Wake-ups: a side about to sleep in epoll sets its flag (seq_cst) and looks
 // again; a side that publishes data or frees space then reads the other's
 // flag (seq_cst) and, if it was set, clears it and must ring the peer's
-// doorbell (one byte on the TCP connection; see tcp_shm.cc). The seq_cst
+// doorbell (one byte on the TCP connection; see shm_link.h). The seq_cst
 // pair makes sure one of the two sides sees the other: no lost wake-up.
 //
 // Threading: a ShmChannel is used by one thread (the transport's); the peer

@@ -1,14 +1,17 @@
-// Connection setup of TcpTransport: listen, publish the address, connect to
-// lower ranks, accept from higher ranks, authenticate and say hello. All of
-// it runs asynchronously on io_, driven by connectAll() on the calling
+// Connection setup of TcpMesh: listen, publish the address, connect to lower
+// ranks, accept from higher ranks, authenticate and say hello; then the
+// shared-memory offers (shm_setup.cc) and one Link per peer. The connections
+// are made asynchronously on io_, driven by connectAll() on the calling
 // thread, so that slow peers in either direction never serialise the rest.
 
 #include <sstream>
 
 #include "core/logging.h"
 #include "core/wire.h"
+#include "ops/tcp/shm_link.h"
 #include "ops/tcp/tcp_keepalive.h"
-#include "ops/tcp/tcp_transport_impl.h"
+#include "ops/tcp/tcp_mesh.h"
+#include "ops/tcp/zstd_link.h"
 #include "rendezvous/asio_util.h"
 
 namespace tutti {
@@ -48,7 +51,7 @@ void tuneSocket(tcp::socket& sock, double timeout_s) {
 
 }  // namespace
 
-Status TcpTransportImpl::listen(tcp::endpoint* bound) {
+Status TcpMesh::listen(tcp::endpoint* bound) {
   error_code ec;
   tcp::endpoint ep(asio::ip::address_v4::any(), 0);
   if (!hostname_.empty()) {
@@ -72,17 +75,42 @@ Status TcpTransportImpl::listen(tcp::endpoint* bound) {
   return Status::ok();
 }
 
-double TcpTransportImpl::setupTimeoutSeconds(const Settings& settings) {
+double TcpMesh::setupTimeoutSeconds(const Settings& settings) {
   return settings.elastic_worker_id >= 0 ? settings.elastic_timeout_seconds
                                          : settings.timeout_seconds;
 }
 
-Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_host) {
-  const auto timeout =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(setup_timeout_s_));
-  setup_deadline_ = Clock::now() + timeout;
-  key_ = auth::deriveKey(secret_);
+Status TcpMesh::connect(Store& store, const std::string& advertise_host) {
+  TUTTI_RETURN_IF_ERROR(publishZstdLevel(store, rank_, zstd_level_));
+  TUTTI_RETURN_IF_ERROR(connectAll(store, advertise_host));
+  TUTTI_RETURN_IF_ERROR(setupShm(store, &shm_));
+  TUTTI_RETURN_IF_ERROR(checkZstdLevel(store, rank_, size_, zstd_level_, timeout_s_));
+  TUTTI_RETURN_IF_ERROR(makeLinks());
+  TUTTI_LOG(kDebug) << "rank " << rank_ << ": connected to " << size_ - 1 << " peers";
+  return Status::ok();
+}
 
+Status TcpMesh::makeLinks() {
+  const auto now = Clock::now();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto sock = std::move(data_[r]);
+    if (shm_[r]) {
+      links_[r] = std::make_unique<ShmLink>(r, std::move(sock), *this, std::move(shm_[r]));
+      ++shm_peers_;
+    } else if (zstd_level_ > 0) {
+      TUTTI_RETURN_IF_ERROR(
+          ZstdLink::create(rank_, r, std::move(sock), *this, zstd_level_, &links_[r]));
+    } else {
+      links_[r] = std::make_unique<SocketLink>(r, std::move(sock), *this);
+    }
+    links_[r]->markProgress(now);
+  }
+  control_.startReading();
+  return Status::ok();
+}
+
+Status TcpMesh::publishSelf(Store& store, const std::string& advertise_host) {
   tcp::endpoint bound;
   TUTTI_RETURN_IF_ERROR(listen(&bound));
   std::string host = !hostname_.empty()        ? hostname_
@@ -90,15 +118,16 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
                                                : std::string("127.0.0.1");
   std::string me = host + ":" + std::to_string(bound.port());
   // Before the address: whoever reads our address or connects to us can
-  // then read this at once (tcp_shm.cc).
+  // then read this at once (shm_setup.cc).
   TUTTI_RETURN_IF_ERROR(
       store.set("rank/" + std::to_string(rank_) + "/host",
                 std::vector<uint8_t>(shm_identity_.begin(), shm_identity_.end())));
-  TUTTI_RETURN_IF_ERROR(
-      store.set(rankAddressKey(rank_), std::vector<uint8_t>(me.begin(), me.end())));
+  return store.set(rankAddressKey(rank_), std::vector<uint8_t>(me.begin(), me.end()));
+}
 
-  // Addresses of the lower ranks (they publish before connecting anywhere).
-  std::vector<std::string> addrs(rank_);
+Status TcpMesh::lowerAddresses(Store& store, std::vector<std::string>* addrs) {
+  // The lower ranks publish before connecting anywhere.
+  addrs->assign(rank_, std::string());
   std::vector<int> missing;
   for (int j = 0; j < rank_; ++j) {
     auto left =
@@ -111,7 +140,7 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
       continue;
     }
     TUTTI_RETURN_IF_ERROR(st);
-    addrs[j].assign(v.begin(), v.end());
+    (*addrs)[j].assign(v.begin(), v.end());
   }
   if (!missing.empty()) {
     std::ostringstream msg;
@@ -119,6 +148,17 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
         << " never published their address within " << setup_timeout_s_ << " s";
     return Status::timeout(msg.str());
   }
+  return Status::ok();
+}
+
+Status TcpMesh::connectAll(Store& store, const std::string& advertise_host) {
+  const auto timeout =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(setup_timeout_s_));
+  setup_deadline_ = Clock::now() + timeout;
+  key_ = auth::deriveKey(secret_);
+  TUTTI_RETURN_IF_ERROR(publishSelf(store, advertise_host));
+  std::vector<std::string> addrs;
+  TUTTI_RETURN_IF_ERROR(lowerAddresses(store, &addrs));
 
   expected_ = (rank_ == 0 ? 2 * (size_ - 1) : (size_ - 1) + 1);
   if (rank_ < size_ - 1) acceptNext();
@@ -126,6 +166,10 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
     startOutgoing(j, Channel::kData, addrs[j]);
     if (j == 0) startOutgoing(0, Channel::kControl, addrs[0]);
   }
+  return awaitConnections(store);
+}
+
+Status TcpMesh::awaitConnections(Store& store) {
   bool done = false;
   while (true) {
     const auto slice = std::min(setup_deadline_, Clock::now() + kRendezvousCheck);
@@ -146,26 +190,16 @@ Status TcpTransportImpl::connectAll(Store& store, const std::string& advertise_h
   acceptor_.reset();
   if (!setup_error_.isOk()) return setup_error_;
   if (!done) return describeMissing(store);
-  TUTTI_RETURN_IF_ERROR(setupShm(store));
-
-  const auto now = Clock::now();
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    peers_[r].last_progress = now;
-    if (peers_[r].ctrl) startCtrlRead(r);
-  }
-  TUTTI_LOG(kDebug) << "rank " << rank_ << ": connected to " << size_ - 1 << " peers";
   return Status::ok();
 }
 
-Status TcpTransportImpl::describeMissing(Store& store) {
+Status TcpMesh::describeMissing(Store& store) {
   std::vector<int> unpublished;
   std::vector<std::string> other;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    const Peer& p = peers_[r];
     bool need_ctrl = (rank_ == 0 || r == 0);
-    if (p.data && (!need_ctrl || p.ctrl)) continue;
+    if (data_[r] && (!need_ctrl || control_.has(r))) continue;
     if (r < rank_) {
       other.push_back("could not connect to rank " + std::to_string(r) +
                       (last_connect_error_[r].empty() ? "" : " (" + last_connect_error_[r] + ")"));
@@ -186,7 +220,7 @@ Status TcpTransportImpl::describeMissing(Store& store) {
   return Status::timeout(msg.str());
 }
 
-void TcpTransportImpl::startOutgoing(int peer, Channel kind, const std::string& addr) {
+void TcpMesh::startOutgoing(int peer, Channel kind, const std::string& addr) {
   std::string host;
   int port = 0;
   if (!tcp_util::splitHostPort(addr, &host, &port)) {
@@ -207,8 +241,8 @@ void TcpTransportImpl::startOutgoing(int peer, Channel kind, const std::string& 
   connectAttempt(peer, kind, std::make_shared<tcp::socket>(io_), endpoints);
 }
 
-void TcpTransportImpl::connectAttempt(int peer, Channel kind, std::shared_ptr<tcp::socket> sock,
-                                      tcp::resolver::results_type endpoints) {
+void TcpMesh::connectAttempt(int peer, Channel kind, std::shared_ptr<tcp::socket> sock,
+                             tcp::resolver::results_type endpoints) {
   asio::async_connect(*sock, endpoints, [=](const error_code& ec, const tcp::endpoint&) {
     if (!setup_error_.isOk()) return;
     if (ec) {
@@ -247,7 +281,7 @@ void TcpTransportImpl::connectAttempt(int peer, Channel kind, std::shared_ptr<tc
   });
 }
 
-void TcpTransportImpl::acceptNext() {
+void TcpMesh::acceptNext() {
   auto sock = std::make_shared<tcp::socket>(io_);
   acceptor_->async_accept(*sock, [this, sock](const error_code& ec) {
     if (ec == asio::error::operation_aborted || !acceptor_ || !acceptor_->is_open()) return;
@@ -263,44 +297,49 @@ void TcpTransportImpl::acceptNext() {
           auto hello = std::make_shared<std::array<uint8_t, kHelloBytes>>();
           asio::async_read(
               *sock, asio::buffer(*hello), [this, sock, hello](const error_code& rec, size_t) {
-                const std::string remote = tcp_util::remoteString(*sock);
                 if (rec) {
-                  TUTTI_LOG(kWarning) << "rank " << rank_ << ": no hello from " << remote << ": "
-                                      << rec.message() << "; connection dropped";
-                  return tcp_util::closeQuietly(*sock);
-                }
-                const Hello h = decodeHello(*hello);
-                const int r = h.rank;
-                const auto kind = static_cast<Channel>(h.kind);
-                const HelloVerdict verdict = judgeHello(h, rank_, size_);
-                if (verdict == HelloVerdict::kForeignJob && setup_error_.isOk()) {
-                  setup_error_ = Status::invalidArgument(
-                      "rank " + std::to_string(rank_) + ": rank " + std::to_string(r) + " at " +
-                      remote + " belongs to a job of " + std::to_string(h.size) +
-                      " ranks, this one has " + std::to_string(size_));
-                  return tcp_util::closeQuietly(*sock);
-                }
-                bool ok = verdict == HelloVerdict::kOk;
-                Peer* p = ok ? &peers_[r] : nullptr;
-                if (p && ((kind == Channel::kData && p->data) ||
-                          (kind == Channel::kControl && p->ctrl))) {
-                  ok = false;  // duplicate
-                }
-                if (!ok) {
                   TUTTI_LOG(kWarning)
-                      << "rank " << rank_ << ": bad hello (rank " << r << ", kind "
-                      << static_cast<int>(kind) << ") from " << remote << "; connection dropped";
+                      << "rank " << rank_ << ": no hello from " << tcp_util::remoteString(*sock)
+                      << ": " << rec.message() << "; connection dropped";
                   return tcp_util::closeQuietly(*sock);
                 }
-                install(r, kind, sock);
+                onHello(sock, decodeHello(*hello));
               });
         });
   });
 }
 
-void TcpTransportImpl::install(int peer, Channel kind, std::shared_ptr<tcp::socket> sock) {
-  Peer& p = peers_[peer];
-  (kind == Channel::kData ? p.data : p.ctrl) = std::move(sock);
+void TcpMesh::onHello(std::shared_ptr<tcp::socket> sock, const Hello& h) {
+  const std::string remote = tcp_util::remoteString(*sock);
+  const int r = h.rank;
+  const auto kind = static_cast<Channel>(h.kind);
+  const HelloVerdict verdict = judgeHello(h, rank_, size_);
+  if (verdict == HelloVerdict::kForeignJob && setup_error_.isOk()) {
+    setup_error_ =
+        Status::invalidArgument("rank " + std::to_string(rank_) + ": rank " + std::to_string(r) +
+                                " at " + remote + " belongs to a job of " + std::to_string(h.size) +
+                                " ranks, this one has " + std::to_string(size_));
+    return tcp_util::closeQuietly(*sock);
+  }
+  bool ok = verdict == HelloVerdict::kOk;
+  if (ok &&
+      ((kind == Channel::kData && data_[r]) || (kind == Channel::kControl && control_.has(r)))) {
+    ok = false;  // duplicate
+  }
+  if (!ok) {
+    TUTTI_LOG(kWarning) << "rank " << rank_ << ": bad hello (rank " << r << ", kind "
+                        << static_cast<int>(kind) << ") from " << remote << "; connection dropped";
+    return tcp_util::closeQuietly(*sock);
+  }
+  install(r, kind, std::move(sock));
+}
+
+void TcpMesh::install(int peer, Channel kind, std::shared_ptr<tcp::socket> sock) {
+  if (kind == Channel::kData) {
+    data_[peer] = std::move(sock);
+  } else {
+    control_.install(peer, std::move(sock));
+  }
   ++connected_;
 }
 

@@ -4,9 +4,10 @@
 // authenticated data socket per peer pair, plus one control socket between
 // rank 0 and each worker.
 //
-// Ownership: the transport owns its sockets and one io_context; it starts no
-// threads. Destroying it closes every connection (peers see "rank R closed
-// its connection").
+// Ownership: the transport owns its sockets and one io_context (through its
+// TcpMesh, ops/tcp/tcp_mesh.h: one Link per peer); it starts no threads.
+// Destroying it closes every connection (peers see "rank R closed its
+// connection").
 //
 // Threading: one thread at a time (the runtime's background thread) except
 // wake(), which any thread may call. Progress happens only inside
@@ -37,7 +38,7 @@
 
 namespace tutti {
 
-class TcpTransportImpl;
+class TcpMesh;
 
 // What went over this rank's data sockets to TCP peers (not through shared
 // memory), since connect.
@@ -58,15 +59,15 @@ class TcpTransport : public Transport {
   //  3. connect to every rank j < r, accept from every j > r; every
   //     connection is authenticated with settings.secret, then says hello;
   //  4. with settings.compression_zstd_level > 0, data to TCP peers goes in
-  //     zstd frames (ops/tcp/tcp_transport_impl.h); every rank must use the
-  //     same level (published as "rank/<r>/zstd_level" before the address and
+  //     zstd frames (ops/tcp/zstd_link.h); every rank must use the same
+  //     level (published as "rank/<r>/zstd_level" before the address and
   //     compared after connecting: kInvalidArgument naming both ranks);
   //  5. peers on the same host (equal "rank/<r>/host" entries, published
   //     before the address; settings.shm == "auto" on both) set up a
   //     shared-memory channel over their data connection and move data
   //     through it from then on; the TCP connection stays open for wake-ups
-  //     and to see the peer go (ops/tcp/tcp_shm.cc). A failure there is a
-  //     warning and the pair stays on TCP.
+  //     and to see the peer go (ops/tcp/shm_setup.cc, ops/tcp/shm_link.h). A
+  //     failure there is a warning and the pair stays on TCP.
   // Size 1: no sockets, the store is not used. Errors: kTimeout naming the
   // ranks that never published their address or never connected; kIoError
   // for bind/resolve/authentication failures; kInvalidArgument for a peer
@@ -98,8 +99,8 @@ class TcpTransport : public Transport {
   TcpWireStats wireStats() const;
 
  private:
-  explicit TcpTransport(std::unique_ptr<TcpTransportImpl> impl);
-  std::unique_ptr<TcpTransportImpl> impl_;
+  explicit TcpTransport(std::unique_ptr<TcpMesh> impl);
+  std::unique_ptr<TcpMesh> impl_;
 };
 
 }  // namespace tutti
