@@ -157,6 +157,8 @@ _OPTIONAL_SIGNATURES = {
         ctypes.c_int, [_T, ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
                        _OPTS, _H]),
     "tutti_barrier_async_opts": (ctypes.c_int, [_OPTS, _H]),
+    # Completion callbacks (tutti.torch.distributed._completion).
+    "tutti_handle_on_complete": (ctypes.c_int, [c_handle, ctypes.c_void_p, ctypes.c_void_p]),
     "tutti_add_process_set": (ctypes.c_int, [_INTS, ctypes.c_int, _INTS]),
     "tutti_remove_process_set": (ctypes.c_int, [ctypes.c_int]),
     "tutti_process_set_info": (ctypes.c_int, [ctypes.c_int, _INTS, _INTS]),
