@@ -50,11 +50,11 @@ class Completer:
 
     def __init__(self, name):
         self._name = name
-        self._cond = threading.Condition()
         self._reset()
         os.register_at_fork(after_in_child=self._reset)  # a child has none of the threads
 
     def _reset(self):
+        self._cond = threading.Condition()  # new in a fork child: another thread may hold it
         self._watched = {}  # C handle -> fn(status)
         self._token_free = True  # no thread reads or is about to
         self._handoffs = 0  # tokens handed to idle threads, not yet taken
@@ -62,6 +62,7 @@ class Completer:
         self._count = 0
         self._fds = None
         self._callback = None
+        self._rest = b""  # bytes of a partial record (only the token holder touches it)
 
     def watch(self, c_handle, fn):
         """Runs fn(status) on a completion thread once C handle c_handle completed
@@ -121,10 +122,15 @@ class Completer:
     def _read(self):
         """Reads completed records (this thread holds the token), passes the
         token on, and returns [(fn, status)] to run."""
-        data = os.read(self._fds[0], _READ_BYTES)  # blocks with the GIL released
+        # Blocks with the GIL released. Records are written whole (16 bytes <
+        # PIPE_BUF) and _READ_BYTES is a multiple of 16, so reads end on a
+        # record boundary; a partial tail is kept for the next reader anyway.
+        data = self._rest + os.read(self._fds[0], _READ_BYTES)
+        whole = len(data) - len(data) % _RECORD.size
+        self._rest = data[whole:]
         with self._cond:
             done = [(self._watched.pop(h, None), status)
-                    for h, status, _ in _RECORD.iter_unpack(data)]
+                    for h, status, _ in _RECORD.iter_unpack(data[:whole])]
             if self._watched:  # others still wait: someone must read while we run these
                 self._pass_token()
             else:
