@@ -476,9 +476,10 @@ TUTTI_API int tutti_handle_join_result(tutti_handle handle, int* last_rank);
  * other op of this rank while it runs), and must not call any tutti_*
  * function (it may run inside tutti_shutdown()). Hand the completion to
  * another thread (a queue, a pipe, an eventfd) and do the work there: wait,
- * read the output, release. The handle stays valid until tutti_release();
- * releasing it does not cancel a callback that has not run yet (it runs
- * anyway when the op completes).
+ * read the output, release. The callback may run just after a thread woken
+ * by tutti_wait() released the handle: it runs all the same, and its handle
+ * is then no longer valid for other tutti_* calls. Nothing cancels a
+ * registered callback.
  *
  * One callback per handle. Returns TUTTI_OK; TUTTI_ERR_INVALID_ARGUMENT for
  * fn NULL, an unknown or released handle, or a handle that already has a
@@ -503,7 +504,9 @@ typedef struct tutti_completion_record {
  * smaller than PIPE_BUF, so it is written whole, and records from several
  * threads never interleave. The write blocks only while the pipe is full
  * (4096 unread records on Linux's default 64 KiB pipe): keep reading. A write
- * that fails otherwise (e.g. a closed pipe) is dropped.
+ * that fails otherwise is dropped; a pipe whose read end was closed also
+ * raises SIGPIPE, which ends the process unless it ignores SIGPIPE (Python
+ * does): keep the read end open while callbacks may run.
  */
 TUTTI_API void tutti_completion_write_fd(tutti_handle handle, int status, void* user_data);
 
