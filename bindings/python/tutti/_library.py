@@ -255,13 +255,22 @@ def function(name):
     return fn
 
 
+_options_cache = {}  # (process set id, spec) -> OpOptions, never changed once made
+
+
 def op_options(process_set_id=0, compression=None):
     """An OpOptions for the *_async_opts functions: the set id and the
-    compression spec (bytes or None: the job's)."""
-    options = OpOptions()
-    function("tutti_op_options_init")(ctypes.byref(options))
-    options.process_set_id = int(process_set_id)
-    options.compression = compression
+    compression spec (bytes or None: the job's). Cached per (set, spec), one
+    ctypes call less per op: callers must not change it (the C API only
+    reads options during the enqueue, so one struct serves every thread)."""
+    key = (int(process_set_id), compression)
+    options = _options_cache.get(key)
+    if options is None:
+        options = OpOptions()
+        function("tutti_op_options_init")(ctypes.byref(options))
+        options.process_set_id = key[0]
+        options.compression = compression
+        options = _options_cache.setdefault(key, options)
     return options
 
 

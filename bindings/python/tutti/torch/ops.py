@@ -205,19 +205,10 @@ def _native_spec(compression):
     return spec
 
 
-_options_cache = {}  # (process set id, spec bytes or None) -> OpOptions, never changed
-
-
 def _options(ps_id, compression=None):
-    """A tutti_op_options for process set ps_id (and compression= of an allreduce).
-    Cached per (set, spec): one ctypes call less per op. The C API only reads
-    the options during the enqueue, so one struct may serve every thread."""
+    """A tutti_op_options for process set ps_id (and compression= of an allreduce)."""
     spec = None if compression is None else _encode(_native_spec(compression))
-    key = (ps_id, spec)
-    options = _options_cache.get(key)
-    if options is None:
-        options = _options_cache.setdefault(key, _library.op_options(ps_id, spec))
-    return ctypes.byref(options)
+    return ctypes.byref(_library.op_options(ps_id, spec))
 
 
 def _allreduce_enqueue(inp, out, name, op, prescale_factor, postscale_factor, compression=None,
