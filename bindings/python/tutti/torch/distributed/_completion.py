@@ -6,18 +6,18 @@ writing a 16-byte record (handle, status) into a pipe of this process
 (tutti_handle_on_complete with tutti_completion_write_fd, bindings/c/tutti.h):
 no Python code runs on tutti's background thread, and no thread blocks in
 tutti_wait per op. The threads of a Completer take turns reading that pipe
-(leader/follower): one reads; the one that read records then runs their
-completions (fetching the result, set_result on the future).
+(leader/follower): one reads one record, then runs that op's completion
+(fetching the result, set_result on the future).
 
 Callbacks attached with fut.then() run on the thread that completes the
 future, and such a callback may itself start a collective and wait for it
-(torch's PowerSGD hook does). So a thread that runs completions must never be
-the only one that could read the next record: before running completions,
-the reader hands the reading to an idle thread (or a new one) whenever other
-handles are still watched, and watch() wakes or starts a reader when none is
-reading. Every watched handle therefore always has a reader, whatever the
-callbacks block on. Idle threads exit after IDLE_SECONDS; the threads are
-daemons.
+(torch's PowerSGD hook does). So a thread that runs a completion must never
+be the only one that could read the next record, nor hold other records:
+each turn takes one record, and before running it the reader hands the
+reading to an idle thread (or a new one) whenever other handles are still
+watched; watch() wakes or starts a reader when none is reading. Every
+watched handle therefore always has a reader, whatever the callbacks block
+on. Idle threads exit after IDLE_SECONDS; the threads are daemons.
 
 Thread-safety: watch() and complete_later() may be called from any thread.
 """
@@ -31,7 +31,11 @@ from tutti import _library
 
 IDLE_SECONDS = 30.0
 _RECORD = struct.Struct("=qii")  # tutti_completion_record: handle, status, reserved
-_READ_BYTES = _RECORD.size * 256
+# One record per turn: a thread runs one completion at a time, so that a
+# callback that blocks holds up no other op's completion (a batch read by one
+# thread would wait behind it: e.g. the completion that frees the name the
+# blocked callback's new op waits for).
+_READ_BYTES = _RECORD.size
 
 
 def _write_fd_callback():
@@ -123,8 +127,8 @@ class Completer:
         """Reads completed records (this thread holds the token), passes the
         token on, and returns [(fn, status)] to run."""
         # Blocks with the GIL released. Records are written whole (16 bytes <
-        # PIPE_BUF) and _READ_BYTES is a multiple of 16, so reads end on a
-        # record boundary; a partial tail is kept for the next reader anyway.
+        # PIPE_BUF), so a read of one record gets it whole; a partial one
+        # would be kept for the next reader anyway.
         data = self._rest + os.read(self._fds[0], _READ_BYTES)
         whole = len(data) - len(data) % _RECORD.size
         self._rest = data[whole:]
