@@ -12,6 +12,15 @@ Status unknownHandle(Handle handle) {
 }
 }  // namespace
 
+HandleTable::~HandleTable() {
+  for (auto& [handle, entry] : entries_) {
+    if (!entry->done && entry->callback) {
+      entry->callback(handle, Status::shutdown("the runtime was destroyed while handle " +
+                                               std::to_string(handle) + " was pending"));
+    }
+  }
+}
+
 Handle HandleTable::create() {
   std::lock_guard<std::mutex> lock(mu_);
   Handle handle = next_handle_++;
@@ -25,14 +34,43 @@ void HandleTable::erase(Handle handle) {
 }
 
 void HandleTable::complete(Handle handle, Completion completion) {
+  CompletionCallback callback;
+  Status status;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(handle);
     if (it == entries_.end() || it->second->done) return;
-    it->second->completion = std::move(completion);
-    it->second->done = true;
+    Entry& entry = *it->second;
+    entry.completion = std::move(completion);
+    entry.done = true;
+    callback = std::move(entry.callback);
+    entry.callback = nullptr;
+    if (callback) status = entry.completion.status;
   }
   done_cv_.notify_all();
+  if (callback) callback(handle, status);
+}
+
+Status HandleTable::onComplete(Handle handle, CompletionCallback callback) {
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(handle);
+    if (it == entries_.end()) return unknownHandle(handle);
+    Entry& entry = *it->second;
+    if (entry.has_callback) {
+      return Status::invalidArgument("handle " + std::to_string(handle) +
+                                     " already has a completion callback (one per handle)");
+    }
+    entry.has_callback = true;
+    if (!entry.done) {
+      entry.callback = std::move(callback);
+      return Status::ok();
+    }
+    status = entry.completion.status;
+  }
+  callback(handle, status);  // already completed: run it here, unlocked
+  return Status::ok();
 }
 
 bool HandleTable::poll(Handle handle) const {

@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -49,15 +50,31 @@ struct Completion {
   }
 };
 
+// Called once when a handle completes, with the handle and its final status.
+using CompletionCallback = std::function<void(Handle, const Status&)>;
+
 class HandleTable {
  public:
+  HandleTable() = default;
+  HandleTable(const HandleTable&) = delete;
+  HandleTable& operator=(const HandleTable&) = delete;
+  // Calls the callbacks of handles still pending (none after a shutdown,
+  // which completes them all) with kShutdown, so that each runs once.
+  ~HandleTable();
+
   // A new pending handle (ids start at 1 and are never reused in a table).
   Handle create();
   // Forgets a pending handle whose enqueue failed (no completion).
   void erase(Handle handle);
-  // Completes a pending handle and wakes its waiters. Completing an unknown
-  // or already completed handle is ignored.
+  // Completes a pending handle, wakes its waiters and then runs its
+  // completion callback (on this thread, without the table's lock held).
+  // Completing an unknown or already completed handle is ignored.
   void complete(Handle handle, Completion completion);
+  // Sets the handle's completion callback: complete() runs it once, on the
+  // completing thread; when the handle already completed it runs here, on
+  // the calling thread, before this returns. kInvalidArgument for an unknown
+  // handle or a second callback on one handle (nothing runs then).
+  Status onComplete(Handle handle, CompletionCallback callback);
 
   // True once completed; true for an unknown handle too (nothing to wait
   // for: wait() then reports kInvalidArgument).
@@ -79,6 +96,8 @@ class HandleTable {
   struct Entry {
     bool done = false;
     Completion completion;
+    CompletionCallback callback;  // run once on completion (empty: none)
+    bool has_callback = false;    // set once, even after the callback ran
   };
   const Entry* findDone(Handle handle) const;  // requires mu_
 

@@ -372,6 +372,9 @@ int Runtime::joinResult(Handle handle) const {
 Status Runtime::release(Handle handle) {
   return impl_->handles().release(handle);
 }
+Status Runtime::onComplete(Handle handle, std::function<void(Handle, const Status&)> callback) {
+  return impl_->handles().onComplete(handle, std::move(callback));
+}
 
 Status Runtime::startTimeline(const std::string& path, bool mark_cycles) {
   return impl_->timeline().start(path, rank(), mark_cycles);

@@ -31,6 +31,7 @@
 // kStalled or kShutdown.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -174,6 +175,11 @@ class Runtime {
   // Forgets a completed handle and frees its output. Releasing a pending
   // handle is kInvalidArgument.
   Status release(Handle handle);
+  // Runs callback(handle, status) once when the op completes: on the thread
+  // that completes it (the background thread, or shutdown()'s), or here at
+  // once when it already completed. It must not block or call the runtime.
+  // kInvalidArgument: unknown handle, or a callback already set on it.
+  Status onComplete(Handle handle, std::function<void(Handle, const Status&)> callback);
 
   // Bytes this rank was asked to send by the collectives it ran so far
   // (algorithm-aware: coordinator/counting_backend.h), compressed sizes for

@@ -14,6 +14,9 @@
 #include "bindings/c/tutti.h"
 // clang-format on
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -408,6 +411,24 @@ int tutti_handle_join_result(tutti_handle handle, int* last_rank) {
     *last_rank = rt.joinResult(handle);
     return static_cast<int>(TUTTI_OK);
   });
+}
+
+int tutti_handle_on_complete(tutti_handle handle, tutti_completion_fn fn, void* user_data) {
+  if (fn == nullptr) return failInvalid("fn is NULL: pass the function to call on completion");
+  return withRuntime([&](tutti::Runtime& rt) {
+    return report(rt.onComplete(handle, [fn, user_data](tutti::Handle h, const tutti::Status& st) {
+      fn(h, static_cast<int>(st.code()), user_data);
+    }));
+  });
+}
+
+void tutti_completion_write_fd(tutti_handle handle, int status, void* user_data) {
+  const tutti_completion_record record{handle, status, 0};
+  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(user_data));
+  ssize_t n;
+  do {
+    n = write(fd, &record, sizeof(record));
+  } while (n < 0 && errno == EINTR);
 }
 
 int tutti_release(tutti_handle handle) {

@@ -231,6 +231,29 @@ def test_async_work_and_future():
     dist.barrier(async_op=True).wait()
 
 
+def _nested(t, depth):
+    """A future of t's allreduce whose callback, depth times over, starts
+    the allreduce of (result + 1) and blocks on it."""
+    fut = dist.all_reduce(t, async_op=True).get_future()
+    if depth == 0:
+        return fut.then(lambda f: f.value()[0])
+    return fut.then(lambda f: _nested(f.value()[0] + 1, depth - 1).wait())
+
+
+def test_nested_blocking_callbacks_do_not_deadlock():
+    # Four chains in flight at once, each callback blocking its completion
+    # thread on a new collective: the completions of those must still be read
+    # (by other threads). Chain i has i + 1 elements, so that its ops are named
+    # apart from the other chains' (their threads race; names follow signatures).
+    rank, size = rank_size()
+    futures = [_nested(torch.full((i + 1,), float(rank + i)), 3) for i in range(4)]
+    for i, fut in enumerate(futures):
+        expect = sum(r + i for r in range(size))
+        for _ in range(3):
+            expect = size * (expect + 1)
+        assert fut.wait().tolist() == [float(expect)] * (i + 1)
+
+
 def test_object_collectives():
     rank, size = rank_size()
     objs = [None] * size

@@ -157,6 +157,8 @@ _OPTIONAL_SIGNATURES = {
         ctypes.c_int, [_T, ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
                        _OPTS, _H]),
     "tutti_barrier_async_opts": (ctypes.c_int, [_OPTS, _H]),
+    # Completion callbacks (tutti.torch.distributed._completion).
+    "tutti_handle_on_complete": (ctypes.c_int, [c_handle, ctypes.c_void_p, ctypes.c_void_p]),
     "tutti_add_process_set": (ctypes.c_int, [_INTS, ctypes.c_int, _INTS]),
     "tutti_remove_process_set": (ctypes.c_int, [ctypes.c_int]),
     "tutti_process_set_info": (ctypes.c_int, [ctypes.c_int, _INTS, _INTS]),
@@ -253,13 +255,22 @@ def function(name):
     return fn
 
 
+_options_cache = {}  # (process set id, spec) -> OpOptions, never changed once made
+
+
 def op_options(process_set_id=0, compression=None):
     """An OpOptions for the *_async_opts functions: the set id and the
-    compression spec (bytes or None: the job's)."""
-    options = OpOptions()
-    function("tutti_op_options_init")(ctypes.byref(options))
-    options.process_set_id = int(process_set_id)
-    options.compression = compression
+    compression spec (bytes or None: the job's). Cached per (set, spec), one
+    ctypes call less per op: callers must not change it (the C API only
+    reads options during the enqueue, so one struct serves every thread)."""
+    key = (int(process_set_id), compression)
+    options = _options_cache.get(key)
+    if options is None:
+        options = OpOptions()
+        function("tutti_op_options_init")(ctypes.byref(options))
+        options.process_set_id = key[0]
+        options.compression = compression
+        options = _options_cache.setdefault(key, options)
     return options
 
 

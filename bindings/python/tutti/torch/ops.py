@@ -576,6 +576,17 @@ def poll(handle):
 _wait = _handles.wait  # (lib, c_handle) -> (status, message); see tutti.torch._handles
 
 
+def c_handles_of(handle):
+    """The libtutti C handles of `handle` (one; several for a grouped op), for
+    waiting on them in other ways (tutti.torch.distributed's completion
+    callbacks) before synchronize(handle). InvalidArgumentError when unknown."""
+    with _lock:
+        pending = _pending.get(handle)
+    if pending is None:
+        raise InvalidArgumentError("unknown handle %r (already synchronized?)" % (handle,), 1)
+    return pending.c_handles
+
+
 def synchronize(handle):
     """Waits for the op of `handle` and returns its result (the output tensor,
     the in-place tensor, a list for grouped ops, (output, splits) for

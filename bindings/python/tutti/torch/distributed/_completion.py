@@ -1,58 +1,148 @@
-"""Completing the torch futures of tutti ops without deadlocks.
+"""Completing the torch futures of tutti ops: no thread per op, no deadlocks.
 
-Each op of the process group returns a torch.futures.Future. Waiting for the
-tutti handle and completing the future happens on a worker thread; callbacks
-attached with fut.then() run on that thread when the future completes. Such a
-callback may itself start a collective and wait for it (torch's PowerSGD hook
-does), so one completing thread is not enough: it would wait for a future only
-it could complete. The pool here therefore never queues work behind a busy
-thread: a task goes to an idle worker, or to a new one when all are busy.
-Idle workers exit after IDLE_SECONDS.
+Each op of the process group (and of the DDP hook) returns a
+torch.futures.Future. libtutti tells when an op's C handle completed by
+writing a 16-byte record (handle, status) into a pipe of this process
+(tutti_handle_on_complete with tutti_completion_write_fd, bindings/c/tutti.h):
+no Python code runs on tutti's background thread, and no thread blocks in
+tutti_wait per op. The threads of a Completer take turns reading that pipe
+(leader/follower): one reads one record, then runs that op's completion
+(fetching the result, set_result on the future).
 
-Thread-safety: submit() may be called from any thread.
+Callbacks attached with fut.then() run on the thread that completes the
+future, and such a callback may itself start a collective and wait for it
+(torch's PowerSGD hook does). So a thread that runs a completion must never
+be the only one that could read the next record, nor hold other records:
+each turn takes one record, and before running it the reader hands the
+reading to an idle thread (or a new one) whenever other handles are still
+watched; watch() wakes or starts a reader when none is reading. Every
+watched handle therefore always has a reader, whatever the callbacks block
+on. Idle threads exit after IDLE_SECONDS; the threads are daemons.
+
+Thread-safety: watch() and complete_later() may be called from any thread.
 """
 
-import queue
+import ctypes
+import os
+import struct
 import threading
 
+from tutti import _library
+
 IDLE_SECONDS = 30.0
+_RECORD = struct.Struct("=qii")  # tutti_completion_record: handle, status, reserved
+# One record per turn: a thread runs one completion at a time, so that a
+# callback that blocks holds up no other op's completion (a batch read by one
+# thread would wait behind it: e.g. the completion that frees the name the
+# blocked callback's new op waits for).
+_READ_BYTES = _RECORD.size
 
 
-class GrowingPool:
-    """Runs each submitted function at once on an idle or a new daemon thread."""
+def _write_fd_callback():
+    """The address of libtutti's tutti_completion_write_fd."""
+    return ctypes.cast(_library.load().tutti_completion_write_fd, ctypes.c_void_p).value
+
+
+class Completer:
+    """Runs fn(status) on one of its threads once a watched C handle completed.
+
+    The right to read the pipe is a token held by at most one thread: the
+    reader. After reading, the reader passes the token on (to an idle thread,
+    or a new one) when handles are still watched, else leaves it free; watch()
+    passes a free token on. A thread back from running completions takes a
+    free token itself, else waits idle to be handed one."""
 
     def __init__(self, name):
         self._name = name
-        self._lock = threading.Lock()
-        self._idle = []  # queues of the workers waiting for work
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a child has none of the threads
+
+    def _reset(self):
+        self._cond = threading.Condition()  # new in a fork child: another thread may hold it
+        self._watched = {}  # C handle -> fn(status)
+        self._token_free = True  # no thread reads or is about to
+        self._handoffs = 0  # tokens handed to idle threads, not yet taken
+        self._idle = 0  # threads waiting for a token
         self._count = 0
+        self._fds = None
+        self._callback = None
+        self._rest = b""  # bytes of a partial record (only the token holder touches it)
 
-    def submit(self, fn):
-        with self._lock:
-            if self._idle:
-                self._idle.pop().put(fn)
-                return
+    def watch(self, c_handle, fn):
+        """Runs fn(status) on a completion thread once C handle c_handle completed
+        (status: its tutti_status, 0 for success). Raises the C API's error (e.g.
+        NotInitializedError) when the handle cannot be watched; fn never runs then."""
+        with self._cond:
+            if self._fds is None:
+                self._fds = os.pipe()
+                self._callback = _write_fd_callback()
+            self._watched[c_handle] = fn
+            if self._token_free:
+                self._pass_token()
+            write_fd, callback = self._fds[1], self._callback
+        rc = _library.function("tutti_handle_on_complete")(c_handle, callback, write_fd)
+        if rc != 0:
+            with self._cond:
+                self._watched.pop(c_handle, None)
+            _library.check(rc)
+
+    def _pass_token(self):  # requires self._cond; the caller holds or frees the token
+        self._token_free = False
+        if self._idle > self._handoffs:
+            self._handoffs += 1
+            self._cond.notify()
+        else:
             self._count += 1
-            index = self._count
-        threading.Thread(target=self._work, args=(fn,), daemon=True,
-                         name="%s-%d" % (self._name, index)).start()
+            threading.Thread(target=self._work, daemon=True,
+                             name="%s-%d" % (self._name, self._count)).start()
 
-    def _work(self, fn):
-        inbox = queue.SimpleQueue()
+    def _work(self):
         while True:
-            fn()
-            fn = None
-            with self._lock:
-                self._idle.append(inbox)
+            for fn, status in self._read():
+                try:
+                    fn(status)
+                except BaseException:  # noqa: B902 (fn delivers its errors itself)
+                    pass
+            if not self._await_token():
+                return
+
+    def _await_token(self):
+        """True once this thread holds the token; False after IDLE_SECONDS idle."""
+        with self._cond:
+            if self._token_free:
+                self._token_free = False
+                return True
+            self._idle += 1
             try:
-                fn = inbox.get(timeout=IDLE_SECONDS)
-            except queue.Empty:
-                with self._lock:
-                    if inbox in self._idle:  # nobody handed it work meanwhile
-                        self._idle.remove(inbox)
+                while not self._handoffs:
+                    if not self._cond.wait(IDLE_SECONDS) and not self._handoffs:
                         self._count -= 1
-                        return
-                fn = inbox.get()  # submit() took this inbox just before the timeout
+                        return False
+                self._handoffs -= 1
+                return True
+            finally:
+                self._idle -= 1
+
+    def _read(self):
+        """Reads completed records (this thread holds the token), passes the
+        token on, and returns [(fn, status)] to run."""
+        # Blocks with the GIL released. Records are written whole (16 bytes <
+        # PIPE_BUF), so a read of one record gets it whole; a partial one
+        # would be kept for the next reader anyway.
+        data = self._rest + os.read(self._fds[0], _READ_BYTES)
+        whole = len(data) - len(data) % _RECORD.size
+        self._rest = data[whole:]
+        with self._cond:
+            done = [(self._watched.pop(h, None), status)
+                    for h, status, _ in _RECORD.iter_unpack(data[:whole])]
+            if self._watched:  # others still wait: someone must read while we run these
+                self._pass_token()
+            else:
+                self._token_free = True
+        return [(fn, status) for fn, status in done if fn is not None]
+
+
+COMPLETER = Completer("tutti-completion")  # shared by the process groups and the DDP hook
 
 
 class _Failed:
@@ -71,10 +161,11 @@ def _unwrap(raw):
     return value
 
 
-def complete_later(pool, wait, finish, devices=None):
-    """A torch future completed on a pool thread with finish(wait()), or with
-    an error when either raises. The error is a real error of the C++ future
-    (wait() raises it in Python and C++ alike): torch's Python
+def complete_later(c_handles, wait, finish, devices=None, completer=COMPLETER):
+    """A torch future completed with finish(wait()) on a completer thread once
+    every C handle in c_handles completed (wait() then returns at once), or
+    with an error when either raises. The error is a real error of the C++
+    future (wait() raises it in Python and C++ alike): torch's Python
     Future.set_exception only stores the exception as the value, which C++
     callers such as DDP's reducer would read as a result. So the raw future
     gets the value, and the future returned is raw.then(unwrap), which fails
@@ -83,7 +174,8 @@ def complete_later(pool, wait, finish, devices=None):
 
     raw = torch.futures.Future(devices=devices)
 
-    def run():
+    def run(status=0):
+        del status  # wait() reports the op's error with its message
         try:
             value = finish(wait())
         except BaseException as error:  # noqa: B902 (delivered to the waiter)
@@ -91,5 +183,19 @@ def complete_later(pool, wait, finish, devices=None):
         raw.set_result(value)
 
     future = raw.then(_unwrap)
-    pool.submit(run)
+    if len(c_handles) == 1:
+        completer.watch(c_handles[0], run)
+        return future
+    left = [len(c_handles)]
+    lock = threading.Lock()
+
+    def one_done(status):
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            run()
+
+    for h in c_handles:
+        completer.watch(h, one_done)
     return future

@@ -25,9 +25,8 @@ from tutti import basics
 from tutti.compression import native_spec
 from tutti.torch import _torchrun, ops
 from tutti.torch.distributed import _backend
-from tutti.torch.distributed._completion import GrowingPool, complete_later
+from tutti.torch.distributed._completion import complete_later
 
-_POOL = GrowingPool("tutti-hook")
 _states = itertools.count()
 
 
@@ -83,4 +82,5 @@ def allreduce_hook(state, bucket):
     handle = ops.allreduce_async_(tensor, name=name, op=ops.Average,
                                   compression=state.compression)
     devices = [str(tensor.device)] if tensor.device.type == "cuda" else None
-    return complete_later(_POOL, lambda: ops.synchronize(handle), lambda t: t, devices)
+    return complete_later(ops.c_handles_of(handle), lambda: ops.synchronize(handle), lambda t: t,
+                          devices)

@@ -27,7 +27,8 @@ after TUTTI_STALL_SHUTDOWN_TIME_SECONDS (default 1800 s, torch's default
 timeout). A rank with a different shape of equal size, root or reduce op
 gets tutti's mismatch error naming both.
 
-Each op's result is a torch.futures.Future completed on a pool thread; an
+Each op's result is a torch.futures.Future completed on a completion thread
+(_completion.py: libtutti signals completions through a pipe); an
 op's error (a tutti.TuttiError such as PeerLostError or MismatchError) is
 the future's error, raised by wait() as a RuntimeError carrying tutti's
 class and message. torch's Python functions get a FutureWork around it
@@ -55,9 +56,8 @@ import torch.distributed as dist
 
 from tutti.torch import ops
 from tutti.torch.distributed import _collectives as col
-from tutti.torch.distributed._completion import GrowingPool, complete_later
+from tutti.torch.distributed._completion import complete_later
 
-_POOL = GrowingPool("tutti-pg")
 WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
 
 
@@ -196,7 +196,7 @@ class ProcessGroupTutti(dist.ProcessGroup):
                 self._done(name, done)
 
         devices = sorted({str(t.device) for t in tensors if t.device.type == "cuda"})
-        future = complete_later(_POOL, wait, finish, devices or None)
+        future = complete_later(ops.c_handles_of(handle), wait, finish, devices or None)
         if _called_from_python_api():
             return FutureWork(future)
         return torch._C._distributed_c10d._create_work_from_future(future)
