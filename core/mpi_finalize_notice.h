@@ -2,7 +2,7 @@
 
 // The warning a rank of an mpi-backend job prints when MPI_Finalize did not
 // return in time and it leaves without it (ops/mpi/mpi_environment.h), and
-// its reading by tuttirun --mpi (launcher/mpi_launch.h), which stops a
+// its reading by tuttirun --mpi (launcher/mpirun_watch.h), which stops a
 // mpirun that is still running once every rank left this way. No MPI here:
 // the launcher includes this header.
 
