@@ -105,7 +105,8 @@ Status MpiBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp o
   if (!broken_.isOk()) return broken_;
   const Reduction r = reductionFor(dtype, op);
   const size_t element = dataTypeSize(dtype);
-  const size_t chunk = std::max<size_t>(1, max_chunk_bytes_ / element);
+  const size_t chunk =
+      std::max<size_t>(1, std::min(max_chunk_bytes_, kAllreducePieceBytes) / element);
   char* p = static_cast<char*>(buf);
   for (size_t done = 0; done < count;) {
     const size_t n = std::min(chunk, count - done);

@@ -18,11 +18,16 @@
 // reducescatter whose counts or displacements do not fit take a chunked path
 // (broadcast per rank, point-to-point exchange, reduce per rank) instead of
 // the single MPI call. Tests lower max_chunk_bytes to reach those paths.
+// Allreduce goes in pieces of at most kAllreducePieceBytes (16 MiB) in any
+// case: Open MPI's non-blocking allreduce (coll/libnbc) took 1.5-2.2 times as
+// long as the blocking one (coll/tuned) on 64 MiB at 2 ranks on the test
+// machine, and 16 MiB pieces matched the blocking call (docs/reliability.md);
+// each piece completing is also progress for the bound below.
 //
 // Blocking, bounded: each call blocks the background thread, polling its
 // request with MPI_Test (no sleep), until the collective finished on this
 // rank, or until TUTTI_TIMEOUT_SECONDS passed since the MPI call started
-// (each call moves at most max_chunk_bytes). A rank that stops or hangs
+// (each call moves at most max_chunk_bytes; an allreduce call 16 MiB). A rank that stops or hangs
 // without dying (SIGSTOP, a deadlock, a host that stops answering) then
 // gives kPeerLost on every rank waiting for it, naming the call, this
 // backend's process set and the timeout, and the job ends with MPI_Abort a
@@ -56,6 +61,7 @@ namespace tutti {
 class MpiBackend : public Backend {
  public:
   static constexpr size_t kDefaultMaxChunkBytes = size_t{1} << 30;
+  static constexpr size_t kAllreducePieceBytes = size_t{16} << 20;
 
   // `transport` must outlive the backend.
   explicit MpiBackend(MpiTransport& transport, size_t max_chunk_bytes = kDefaultMaxChunkBytes);
