@@ -12,7 +12,7 @@
 #include <cstring>
 #include <optional>
 
-#include "core/mpi_finalize_notice.h"
+#include "core/mpi_exit_notices.h"
 #include "launcher/cli.h"
 #include "launcher/output.h"
 #include "launcher/spawn.h"
@@ -67,6 +67,9 @@ class Watch {
   std::optional<int> exit_code_;     // mpirun's, once reaped
   std::optional<int> stopped_with_;  // the ranks' status, when tuttirun stopped mpirun
   std::optional<Clock::time_point> term_at_, kill_at_;
+  std::string term_why_;  // what term_at_ waits for
+  int term_status_ = 0;   // tuttirun's exit code if it stops mpirun
+  bool stopping_ = false;
 };
 
 int Watch::run() {
@@ -113,9 +116,19 @@ void Watch::readStderr() {
   if (n < 0) return;
   writeAll(2, buf, static_cast<size_t>(n));
   const int before = notices_.ranks();
+  const bool aborting = notices_.abortSeen();
   notices_.feed(buf, static_cast<size_t>(n));
-  if (config_.np > 0 && before < config_.np && notices_.ranks() >= config_.np) {
+  if (stopping_) return;
+  if (!aborting && notices_.abortSeen()) {
+    term_at_ = after(config_.abort_wait_seconds);
+    term_why_ =
+        "an MPI wait timed out and the job is ending with MPI_Abort (see the ranks' errors)";
+    term_status_ = kExitRankFailed;
+  } else if (config_.np > 0 && before < config_.np && notices_.ranks() >= config_.np &&
+             !notices_.abortSeen()) {
     term_at_ = after(config_.exit_wait_seconds);
+    term_why_ = "every rank left without finishing MPI_Finalize (see their warnings)";
+    term_status_ = notices_.exitStatus();
   }
 }
 
@@ -134,12 +147,10 @@ void Watch::onDeadlines() {
   const auto now = Clock::now();
   if (term_at_ && now >= *term_at_) {
     term_at_.reset();
-    say("every rank left without finishing MPI_Finalize (see their warnings) and mpirun is still "
-        "running " +
-        std::to_string(config_.exit_wait_seconds).substr(0, 4) +
-        " s later: stopping it (SIGTERM, then SIGKILL after " +
+    say(term_why_ + ", and mpirun is still running: stopping it (SIGTERM, then SIGKILL after " +
         std::to_string(config_.grace_seconds).substr(0, 4) + " s)");
-    stopped_with_ = notices_.exitStatus();
+    stopping_ = true;
+    stopped_with_ = term_status_;
     ::kill(child_.pid, SIGCONT);
     ::kill(child_.pid, SIGTERM);
     kill_at_ = after(config_.grace_seconds);
@@ -165,6 +176,7 @@ void FinalizeNoticeCounter::feed(const char* data, size_t size) {
 }
 
 void FinalizeNoticeCounter::line(const std::string& text) {
+  if (isMpiAbortNotice(text)) abort_seen_ = true;
   int rank = -1, status = 0;
   if (!parseFinalizeGiveUpNotice(text, &rank, &status)) return;
   if (std::find(ranks_.begin(), ranks_.end(), rank) != ranks_.end()) return;

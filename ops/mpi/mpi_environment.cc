@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "core/logging.h"
-#include "core/mpi_finalize_notice.h"
+#include "core/mpi_exit_notices.h"
 #include "ops/poll_deadline.h"
 #include "ops/reduce.h"
 

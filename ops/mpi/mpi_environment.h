@@ -24,7 +24,7 @@
 // MPI_COMM_WORLD, polled; no bound: a rank may legitimately work on longer),
 // then calls MPI_Finalize with a bound of TUTTI_TIMEOUT_SECONDS: if it has
 // not returned by then, the rank prints finalizeGiveUpNotice
-// (core/mpi_finalize_notice.h) as a warning and leaves with _exit and the exit
+// (core/mpi_exit_notices.h) as a warning and leaves with _exit and the exit
 // status the program was leaving with (its work is done; mpirun may then
 // report the rank as not finalised, and tuttirun --mpi stops a mpirun that
 // is still running once every rank left this way).

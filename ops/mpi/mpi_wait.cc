@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/mpi_exit_notices.h"
 #include "ops/mpi/mpi_environment.h"
 #include "ops/poll_deadline.h"
 
@@ -35,10 +36,8 @@ Status waitMpiRequests(std::vector<MPI_Request>* requests, const char* call,
   const double grace = mpiAbortGraceSeconds(scope.timeout_seconds);
   std::ostringstream msg;
   msg << "rank " << scope.rank << ": " << call << " on " << scope.where << " made no progress for "
-      << scope.timeout_seconds
-      << " s (TUTTI_TIMEOUT_SECONDS): a rank of it hangs or is stopped; Open MPI cannot cancel "
-         "the call, so this job ends with MPI_Abort in "
-      << grace << " s";
+      << scope.timeout_seconds << " s (TUTTI_TIMEOUT_SECONDS): a rank of it hangs or is stopped; "
+      << mpiAbortNotice(grace);
   wedgeMpi(msg.str(), grace);
   return Status::peerLost(msg.str());
 }

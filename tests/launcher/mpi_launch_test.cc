@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "core/mpi_finalize_notice.h"
+#include "core/mpi_exit_notices.h"
 #include "launcher/mpirun_watch.h"
 
 namespace tutti {
@@ -116,6 +116,20 @@ TEST(FinalizeNoticeCounter, CountsDistinctRanksAcrossSplitReads) {
   EXPECT_EQ(counter.exitStatus(), 3) << "rank 1 reported exit status 3";
   counter.feed("\n", 1);
   EXPECT_EQ(counter.ranks(), 4);
+}
+
+TEST(FinalizeNoticeCounter, SeesAbortNotices) {
+  FinalizeNoticeCounter counter;
+  const std::string finalize = "[1,0]<stderr>:" + finalizeGiveUpNotice(0, 0, 5) + "\n";
+  counter.feed(finalize.data(), finalize.size());
+  EXPECT_FALSE(counter.abortSeen());
+  const std::string abort = "[1,1]<stderr>:rank 1: MPI_Ibcast on the global process set (ranks "
+                            "0-1) made no progress for 5 s (TUTTI_TIMEOUT_SECONDS): x; " +
+                            mpiAbortNotice(2) + "\n";
+  counter.feed(abort.data(), abort.size());
+  EXPECT_TRUE(counter.abortSeen());
+  EXPECT_EQ(counter.ranks(), 1) << "an abort notice is no finalize notice";
+  EXPECT_NE(mpiAbortNotice(0.5).find("MPI_Abort in 0.5 s"), std::string::npos);
 }
 
 TEST(FinalizeNoticeCounter, NoticeReadsBack) {

@@ -1,10 +1,13 @@
 #pragma once
 
-// The warning a rank of an mpi-backend job prints when MPI_Finalize did not
-// return in time and it leaves without it (ops/mpi/mpi_environment.h), and
-// its reading by tuttirun --mpi (launcher/mpirun_watch.h), which stops a
-// mpirun that is still running once every rank left this way. No MPI here:
-// the launcher includes this header.
+// Two lines a rank of an mpi-backend job prints about how it ends, and their
+// reading by tuttirun --mpi (launcher/mpirun_watch.h), which bounds a mpirun
+// that stays after them:
+//  - the warning when MPI_Finalize did not return in time and the rank
+//    leaves without it (ops/mpi/mpi_environment.h);
+//  - the error of an MPI wait that timed out, which ends the job with
+//    MPI_Abort (ops/mpi/mpi_wait.h).
+// No MPI here: the launcher includes this header.
 
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +45,20 @@ inline bool parseFinalizeGiveUpNotice(const std::string& line, int* rank, int* e
   *rank = std::atoi(digits.c_str());
   *exit_status = static_cast<int>(value);
   return true;
+}
+
+// The end of a timed-out MPI wait's error: "...; Open MPI cannot cancel the
+// call, so this job ends with MPI_Abort in 2 s".
+inline std::string mpiAbortNotice(double grace_seconds) {
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%g", grace_seconds);
+  return std::string("Open MPI cannot cancel the call, so this job ends with MPI_Abort in ") +
+         secs + " s";
+}
+
+// Whether `line` holds an mpiAbortNotice.
+inline bool isMpiAbortNotice(const std::string& line) {
+  return line.find("so this job ends with MPI_Abort in ") != std::string::npos;
 }
 
 }  // namespace tutti
