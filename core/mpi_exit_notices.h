@@ -56,9 +56,17 @@ inline std::string mpiAbortNotice(double grace_seconds) {
          secs + " s";
 }
 
-// Whether `line` holds an mpiAbortNotice.
-inline bool isMpiAbortNotice(const std::string& line) {
-  return line.find("so this job ends with MPI_Abort in ") != std::string::npos;
+// Finds an mpiAbortNotice in `line` and its grace; false when there is none.
+inline bool parseMpiAbortNotice(const std::string& line, double* grace_seconds) {
+  static const std::string kText = "so this job ends with MPI_Abort in ";
+  const size_t at = line.find(kText);
+  if (at == std::string::npos) return false;
+  const char* s = line.c_str() + at + kText.size();
+  char* end = nullptr;
+  const double value = std::strtod(s, &end);
+  if (end == s || !(value >= 0)) return false;
+  *grace_seconds = value;
+  return true;
 }
 
 }  // namespace tutti

@@ -120,7 +120,7 @@ void Watch::readStderr() {
   notices_.feed(buf, static_cast<size_t>(n));
   if (stopping_) return;
   if (!aborting && notices_.abortSeen()) {
-    term_at_ = after(config_.abort_wait_seconds);
+    term_at_ = after(notices_.abortGraceSeconds() + config_.abort_margin_seconds);
     term_why_ =
         "an MPI wait timed out and the job is ending with MPI_Abort (see the ranks' errors)";
     term_status_ = kExitRankFailed;
@@ -176,7 +176,11 @@ void FinalizeNoticeCounter::feed(const char* data, size_t size) {
 }
 
 void FinalizeNoticeCounter::line(const std::string& text) {
-  if (isMpiAbortNotice(text)) abort_seen_ = true;
+  double grace = 0;
+  if (!abort_seen_ && parseMpiAbortNotice(text, &grace)) {
+    abort_seen_ = true;
+    abort_grace_seconds_ = grace;
+  }
   int rank = -1, status = 0;
   if (!parseFinalizeGiveUpNotice(text, &rank, &status)) return;
   if (std::find(ranks_.begin(), ranks_.end(), rank) != ranks_.end()) return;

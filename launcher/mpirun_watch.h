@@ -13,8 +13,9 @@
 //    work was done.
 //  - an MPI wait that timed out ends the job with MPI_Abort (its error says
 //    so); mpirun can then wait for good for a host it cannot reach (seen
-//    with a cut link). `abort_wait_seconds` after the first such error a
-//    mpirun still running is stopped; exit code 1 (kExitRankFailed).
+//    with a cut link). One second after the MPI_Abort that error announced
+//    was due, a mpirun still running is stopped; exit code 1
+//    (kExitRankFailed).
 // Stopping is SIGTERM, then SIGKILL `grace_seconds` later.
 //
 // Otherwise mpirun's: its exit code, or 128+N when a signal N killed it.
@@ -38,8 +39,10 @@ class FinalizeNoticeCounter {
   int ranks() const { return static_cast<int>(ranks_.size()); }
   // The first non-zero exit status reported, else 0.
   int exitStatus() const { return exit_status_; }
-  // Whether a timed-out MPI wait's error (which ends the job) was seen.
+  // Whether a timed-out MPI wait's error (which ends the job) was seen, and
+  // the grace it gave before MPI_Abort (the first one's).
   bool abortSeen() const { return abort_seen_; }
+  double abortGraceSeconds() const { return abort_grace_seconds_; }
 
  private:
   void line(const std::string& text);
@@ -48,13 +51,14 @@ class FinalizeNoticeCounter {
   std::vector<int> ranks_;
   int exit_status_ = 0;
   bool abort_seen_ = false;
+  double abort_grace_seconds_ = 0;
 };
 
 struct MpirunWatch {
-  int np = 0;                     // ranks of the job; 0 (unknown): no bound after the ranks left
-  double exit_wait_seconds = 2;   // from the last rank's finalize notice to SIGTERM
-  double abort_wait_seconds = 5;  // from the first abort notice to SIGTERM
-  double grace_seconds = 5;       // SIGTERM -> SIGKILL
+  int np = 0;                       // ranks of the job; 0 (unknown): no bound after the ranks left
+  double exit_wait_seconds = 2;     // from the last rank's finalize notice to SIGTERM
+  double abort_margin_seconds = 1;  // after the announced MPI_Abort, to SIGTERM
+  double grace_seconds = 5;         // SIGTERM -> SIGKILL
 };
 
 // Runs `argv` (argv[0] "mpirun", looked up in PATH) with tuttirun's

@@ -27,6 +27,7 @@ struct MpiProcess {
   int users = 0;                // live transports
   double timeout_seconds = 30;  // bounds MPI_Finalize at exit
   std::function<void(const std::string&)> wedge_listener;
+  double abort_grace_seconds = 2;  // wedgeMpi's grace, also MPI_Abort's bound
   bool ops_made = false;
   MPI_Op ops[2][kNumReduceOps] = {};  // [0] float16, [1] bfloat16
 };
@@ -53,6 +54,20 @@ void makeOps(MPI_Op* ops) {
 }
 
 std::atomic<bool> g_wedged{false};
+
+// MPI_Abort(MPI_COMM_WORLD, code), and _exit(code) if that has not ended the
+// process within `bound_seconds` (MPI_Abort waits for mpirun's daemon, which
+// may be out of reach: a cut link).
+[[noreturn]] void abortJob(int code, double bound_seconds) {
+  std::thread([code, bound_seconds] {
+    std::this_thread::sleep_for(secondsToDuration(bound_seconds));
+    TUTTI_LOG(kError) << "MPI_Abort did not end this process within " << bound_seconds
+                      << " s (mpirun out of reach?): leaving with exit code " << code;
+    ::_exit(code);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, code);
+  ::_exit(code);
+}
 
 // Waits until every rank of MPI_COMM_WORLD reached its exit handler: an
 // MPI_Ibarrier polled with a growing sleep (100 us to 10 ms), without bound.
@@ -105,8 +120,7 @@ void finalizeAtExit(int exit_status, void*) {
   if (g_wedged) {
     TUTTI_LOG(kError) << "process exit after an MPI call that never completed: ending the job "
                          "with MPI_Abort now";
-    MPI_Abort(MPI_COMM_WORLD, exit_status != 0 ? exit_status : 1);
-    return;
+    abortJob(exit_status != 0 ? exit_status : 1, p.abort_grace_seconds);
   }
   if (p.users > 0) {
     TUTTI_LOG(kWarning) << "process exit with a tutti runtime still running on the mpi backend: "
@@ -199,10 +213,15 @@ void wedgeMpi(const std::string& why, double grace_seconds) {
     listener = p.wedge_listener;
   }
   if (listener) listener(why);
+  {
+    MpiProcess& p = process();
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.abort_grace_seconds = grace_seconds;
+  }
   if (g_wedged.exchange(true)) return;
   std::thread([grace_seconds] {
     std::this_thread::sleep_for(secondsToDuration(grace_seconds));
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    abortJob(1, grace_seconds);
   }).detach();
 }
 

@@ -35,7 +35,9 @@
 // grace period from a thread of its own (nothing else can release the other
 // ranks' MPI state); transports then skip their closing handshake, and a
 // process that exits before the abort calls MPI_Abort from its exit handler
-// (with its exit status, or 1 for 0) instead of finalising.
+// (with its exit status, or 1 for 0) instead of finalising. MPI_Abort waits
+// for mpirun's daemon, which may be out of reach (a cut link): if it has not
+// ended the process within the same grace, the process leaves with _exit.
 //
 // Threading: every function is thread-safe.
 //

@@ -123,11 +123,13 @@ TEST(FinalizeNoticeCounter, SeesAbortNotices) {
   const std::string finalize = "[1,0]<stderr>:" + finalizeGiveUpNotice(0, 0, 5) + "\n";
   counter.feed(finalize.data(), finalize.size());
   EXPECT_FALSE(counter.abortSeen());
-  const std::string abort = "[1,1]<stderr>:rank 1: MPI_Ibcast on the global process set (ranks "
-                            "0-1) made no progress for 5 s (TUTTI_TIMEOUT_SECONDS): x; " +
-                            mpiAbortNotice(2) + "\n";
+  const std::string abort =
+      "[1,1]<stderr>:rank 1: MPI_Ibcast on the global process set (ranks "
+      "0-1) made no progress for 5 s (TUTTI_TIMEOUT_SECONDS): x; " +
+      mpiAbortNotice(2) + "\n";
   counter.feed(abort.data(), abort.size());
   EXPECT_TRUE(counter.abortSeen());
+  EXPECT_EQ(counter.abortGraceSeconds(), 2);
   EXPECT_EQ(counter.ranks(), 1) << "an abort notice is no finalize notice";
   EXPECT_NE(mpiAbortNotice(0.5).find("MPI_Abort in 0.5 s"), std::string::npos);
 }
