@@ -27,18 +27,20 @@
 // Blocking, bounded: each call blocks the background thread, polling its
 // request with MPI_Test (no sleep), until the collective finished on this
 // rank, or until TUTTI_TIMEOUT_SECONDS passed since the MPI call started
-// (each call moves at most max_chunk_bytes; an allreduce call 16 MiB). A rank that stops or hangs
-// without dying (SIGSTOP, a deadlock, a host that stops answering) then
-// gives kPeerLost on every rank waiting for it, naming the call, this
+// (each call moves at most max_chunk_bytes; an allreduce call 16 MiB). A
+// rank that stops or hangs without dying (SIGSTOP, a deadlock, a host that
+// stops answering) then gives kPeerLost on every rank waiting for it, naming the call, this
 // backend's process set and the timeout, and the job ends with MPI_Abort a
 // moment later (ops/mpi/mpi_wait.h: MPI cannot cancel a collective). A rank
 // that dies makes Open MPI's mpirun abort the whole job at once (every rank
 // is killed) rather than return an error.
 //
-// Not bounded: a rank that stops between collectives, while the others wait
-// in the negotiation (that is TUTTI_STALL_SHUTDOWN_TIME_SECONDS' stall
-// watch); MPI_Comm_dup and MPI_Comm_split when the backend and a process
-// set's communicator are created (collective, and MPI has no bounded form);
+// Not bounded: a rank that stops, or whose link is cut, between collectives,
+// while the others wait in the negotiation (only the stall shutdown,
+// TUTTI_STALL_SHUTDOWN_TIME_SECONDS, ends that; the fault matrix's mpi stop
+// and link cells hit it now and then, docs/reliability.md); MPI_Comm_dup
+// and MPI_Comm_split when the backend and a process set's communicator are
+// created (collective, and MPI has no bounded form);
 // the barrier before MPI_Finalize at exit, which waits for ranks still at
 // work (ops/mpi/mpi_environment.h; MPI_Finalize itself is bounded there).
 //
