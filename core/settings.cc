@@ -85,7 +85,9 @@ std::vector<SettingSpec> runtimeSpecs(const Settings& d) {
       {"TUTTI_TIMEOUT_SECONDS", SettingType::kDouble, text(d.timeout_seconds), 0.001, 1e7, "",
        "seconds to wait for peers at start, and for a silent peer connection (dead host, cut "
        "link: TCP keepalive) before that peer is declared lost; a hung peer process whose host "
-       "still answers is a stall instead (TUTTI_STALL_*)"},
+       "still answers is a stall instead (TUTTI_STALL_*); mpi backend: the longest an MPI "
+       "collective or message may wait without progress (then the job ends with MPI_Abort), and "
+       "the bound of MPI_Finalize at exit"},
       {"TUTTI_SEGMENT_BYTES", SettingType::kInt, text(d.segment_bytes), 1, kMaxInt, "",
        "bytes per pipelined segment of ring collectives"},
       {"TUTTI_ALGORITHMS", SettingType::kString, text(d.algorithms), 0, 0, "",

@@ -34,7 +34,8 @@ const SettingFlag kSettingFlags[] = {
      "entries in the response cache; 0 disables it"},
     {"--timeout-seconds", "TUTTI_TIMEOUT_SECONDS", 1, "S",
      "seconds to wait for peers at start, and for a silent connection (dead host, cut link) "
-     "before the peer is declared lost; a hung process whose host answers is a stall instead"},
+     "before the peer is declared lost; a hung process whose host answers is a stall instead "
+     "(--mpi: also the bound of each MPI wait and of MPI_Finalize)"},
     {"--stall-check-warning-time-seconds", "TUTTI_STALL_CHECK_TIME_SECONDS", 1, "S",
      "seconds before a tensor missing on some ranks is reported as stalled; 0: never"},
     {"--stall-check-shutdown-time-seconds", "TUTTI_STALL_SHUTDOWN_TIME_SECONDS", 1, "S",

@@ -1,13 +1,11 @@
 #include "launcher/mpi_launch.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "launcher/allocation.h"
+#include "launcher/mpirun_watch.h"
 #include "launcher/placement.h"
 
 namespace tutti {
@@ -124,19 +122,10 @@ int runWithMpirun(const LaunchOptions& o) {
     for (const std::string& arg : argv) line += " " + arg;
     (void)!::write(2, (line + "\n").data(), line.size() + 1);
   }
-  std::vector<char*> args;
-  for (std::string& arg : argv) args.push_back(arg.data());
-  args.push_back(nullptr);
-  // mpirun runs the job from here on: it gets the signals tuttirun blocked.
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execvp("mpirun", args.data());
-  const int err = errno;
-  return failWith(
-      kExitStartFailed,
-      std::string("--mpi: cannot run mpirun: ") + std::strerror(err) +
-          (err == ENOENT ? " (not in PATH; install Open MPI: apt-get install openmpi-bin)" : ""));
+  MpirunWatch watch;
+  watch.np = c.np;
+  watch.grace_seconds = o.grace_seconds;
+  return runMpirun(argv, watch);
 }
 
 }  // namespace launcher

@@ -20,7 +20,9 @@
 // waits for its daemons itself).
 //
 // Job control is mpirun's: it forwards signals, kills the job when a rank
-// fails, and its exit status is tuttirun's (tuttirun execs it).
+// fails, and its exit status is tuttirun's. tuttirun runs it as a child and
+// passes its stderr through, to stop a mpirun that stays after every rank
+// left without finishing MPI_Finalize (launcher/mpirun_watch.h).
 
 #include <string>
 #include <vector>
@@ -47,9 +49,9 @@ struct MpirunContext {
 Status mpirunCommand(const LaunchOptions& options, const MpirunContext& context,
                      std::vector<std::string>* argv);
 
-// Builds the context from the process, then execs mpirun (found in PATH).
-// Returns only on failure, with tuttirun's exit code (kExitUsage,
-// kExitStartFailed: "mpirun: not found ...").
+// Builds the context from the process, then runs mpirun (found in PATH) and
+// returns tuttirun's exit code: mpirun's (launcher/mpirun_watch.h), or
+// kExitUsage, kExitStartFailed ("cannot run 'mpirun': ... not in PATH").
 int runWithMpirun(const LaunchOptions& options);
 
 }  // namespace launcher

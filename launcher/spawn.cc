@@ -24,16 +24,18 @@ void closeFd(int* fd) {
 }
 
 // In the child, between fork and exec: only async-signal-safe calls.
+// in_fd/out_fd < 0: inherited. mpirun: see SpawnRequest::mpirun.
 [[noreturn]] void childExec(char* const* argv, char* const* envp, int in_fd, int out_fd, int err_fd,
-                            int report_fd, pid_t parent) {
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+                            int report_fd, pid_t parent, bool mpirun) {
+  if (!mpirun) ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, mpirun ? SIGTERM : SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // tuttirun died before prctl
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT}) ::signal(sig, SIG_DFL);
-  if (::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
+  if ((in_fd >= 0 && ::dup2(in_fd, 0) < 0) || (out_fd >= 0 && ::dup2(out_fd, 1) < 0) ||
+      ::dup2(err_fd, 2) < 0) {
     int e = errno;
     (void)!::write(report_fd, &e, sizeof(e));
     ::_exit(127);
@@ -86,9 +88,11 @@ Status spawnProcess(const SpawnRequest& request, ChildProcess* child) {
       closeFd(&p[1]);
     }
   };
-  bool ok = ::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0 &&
+  bool ok = (request.mpirun || ::pipe2(out, O_CLOEXEC) == 0) && ::pipe2(err, O_CLOEXEC) == 0 &&
             ::pipe2(report, O_CLOEXEC) == 0;
-  if (ok && request.stdin_pipe) {
+  if (request.mpirun) {
+    // stdin and stdout inherited
+  } else if (ok && request.stdin_pipe) {
     ok = ::pipe2(in, O_CLOEXEC) == 0;
   } else if (ok) {
     in[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -106,10 +110,12 @@ Status spawnProcess(const SpawnRequest& request, ChildProcess* child) {
     closeAll();
     return Status::ioError(std::string("fork failed: ") + std::strerror(e));
   }
-  if (pid == 0) childExec(argv.data(), envp.data(), in[0], out[1], err[1], report[1], parent);
+  if (pid == 0) {
+    childExec(argv.data(), envp.data(), in[0], out[1], err[1], report[1], parent, request.mpirun);
+  }
 
   // Parent. Set the group here too, so it exists before we ever signal it.
-  ::setpgid(pid, pid);
+  if (!request.mpirun) ::setpgid(pid, pid);
   closeFd(&out[1]);
   closeFd(&err[1]);
   closeFd(&in[0]);

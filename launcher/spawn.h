@@ -20,11 +20,16 @@ struct SpawnRequest {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH
   std::vector<std::string> env;   // "KEY=value", the whole environment
   bool stdin_pipe = false;        // true: stdin is a pipe tuttirun writes to
+  // mpirun (launcher/mpirun_watch.h): stdin and stdout stay tuttirun's own
+  // (mpirun forwards stdin to rank 0), only stderr is a pipe; the child stays
+  // in tuttirun's process group (a terminal's Ctrl-C reaches it, and it may
+  // read the terminal); it gets SIGTERM, not SIGKILL, when tuttirun dies.
+  bool mpirun = false;
 };
 
 struct ChildProcess {
-  pid_t pid = -1;      // also the id of its process group
-  int stdout_fd = -1;  // read ends: non-blocking, close-on-exec
+  pid_t pid = -1;      // also the id of its process group (unless mpirun)
+  int stdout_fd = -1;  // read ends: non-blocking, close-on-exec (-1: inherited)
   int stderr_fd = -1;
   int stdin_fd = -1;  // write end when stdin_pipe (non-blocking), else -1
 };

@@ -6,6 +6,7 @@
 
 #include "ops/algorithms/allreduce_adasum.h"
 #include "ops/mpi/mpi_environment.h"
+#include "ops/mpi/mpi_wait.h"
 
 namespace tutti {
 namespace {
@@ -71,16 +72,24 @@ std::vector<int> asInts(const std::vector<size_t>& values) {
 }  // namespace
 
 MpiBackend::MpiBackend(MpiTransport& transport, size_t max_chunk_bytes)
-    : MpiBackend(transport, transport.comm(), max_chunk_bytes) {}
+    : MpiBackend(transport, transport.comm(), transport.waitScope(), max_chunk_bytes) {}
 
-MpiBackend::MpiBackend(Transport& p2p, MPI_Comm comm, size_t max_chunk_bytes)
+MpiBackend::MpiBackend(Transport& p2p, MPI_Comm comm, MpiWaitScope scope, size_t max_chunk_bytes)
     : transport_(p2p),
       comm_(comm),
+      scope_(std::move(scope)),
       max_chunk_bytes_(std::clamp<size_t>(max_chunk_bytes, 1, static_cast<size_t>(INT_MAX))) {}
 
-Status MpiBackend::check(int code, const char* call) {
-  if (code != MPI_SUCCESS && broken_.isOk()) broken_ = mpiStatus(code, call, rank());
-  return broken_;
+Status MpiBackend::check(int code, MPI_Request request, const char* call) {
+  if (!broken_.isOk()) return broken_;
+  if (code != MPI_SUCCESS) {
+    broken_ = mpiStatus(code, call, scope_.rank);
+    return broken_;
+  }
+  std::vector<MPI_Request> requests{request};
+  Status st = waitMpiRequests(&requests, call, scope_);
+  if (!st.isOk()) broken_ = st;
+  return st;
 }
 
 bool MpiBackend::fitsOneCall(const std::vector<size_t>& bytes) const {
@@ -96,13 +105,15 @@ Status MpiBackend::allreduce(void* buf, size_t count, DataType dtype, ReduceOp o
   if (!broken_.isOk()) return broken_;
   const Reduction r = reductionFor(dtype, op);
   const size_t element = dataTypeSize(dtype);
-  const size_t chunk = std::max<size_t>(1, max_chunk_bytes_ / element);
+  const size_t chunk =
+      std::max<size_t>(1, std::min(max_chunk_bytes_, kAllreducePieceBytes) / element);
   char* p = static_cast<char*>(buf);
   for (size_t done = 0; done < count;) {
     const size_t n = std::min(chunk, count - done);
-    TUTTI_RETURN_IF_ERROR(check(
-        MPI_Allreduce(MPI_IN_PLACE, p + done * element, static_cast<int>(n), r.type, r.op, comm_),
-        "MPI_Allreduce"));
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int code = MPI_Iallreduce(MPI_IN_PLACE, p + done * element, static_cast<int>(n), r.type,
+                                    r.op, comm_, &req);
+    TUTTI_RETURN_IF_ERROR(check(code, req, "MPI_Iallreduce"));
     done += n;
   }
   return Status::ok();
@@ -126,9 +137,10 @@ Status MpiBackend::allgatherv(const void* input, void* output,
     const std::vector<int> counts = asInts(bytes_per_rank);
     const std::vector<int> displs = asInts(offsets);
     const void* send = input == my_block ? MPI_IN_PLACE : input;
-    return check(MPI_Allgatherv(send, static_cast<int>(mine), MPI_BYTE, output, counts.data(),
-                                displs.data(), MPI_BYTE, comm_),
-                 "MPI_Allgatherv");
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int code = MPI_Iallgatherv(send, static_cast<int>(mine), MPI_BYTE, output, counts.data(),
+                                     displs.data(), MPI_BYTE, comm_, &req);
+    return check(code, req, "MPI_Iallgatherv");
   }
   // Too large for int counts: every rank broadcasts its block in chunks.
   if (mine > 0 && input != my_block) std::memmove(my_block, input, mine);
@@ -144,8 +156,9 @@ Status MpiBackend::broadcast(void* buf, size_t bytes, int root) {
   char* p = static_cast<char*>(buf);
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(max_chunk_bytes_, bytes - done);
-    TUTTI_RETURN_IF_ERROR(
-        check(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm_), "MPI_Bcast"));
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int code = MPI_Ibcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm_, &req);
+    TUTTI_RETURN_IF_ERROR(check(code, req, "MPI_Ibcast"));
     done += n;
   }
   return Status::ok();
@@ -161,9 +174,10 @@ Status MpiBackend::alltoallv(const void* input, const std::vector<size_t>& send_
   if (fitsOneCall(send_bytes) && fitsOneCall(recv_bytes)) {
     const std::vector<int> scounts = asInts(send_bytes), sdispls = asInts(send_offsets);
     const std::vector<int> rcounts = asInts(recv_bytes), rdispls = asInts(recv_offsets);
-    return check(MPI_Alltoallv(input, scounts.data(), sdispls.data(), MPI_BYTE, output,
-                               rcounts.data(), rdispls.data(), MPI_BYTE, comm_),
-                 "MPI_Alltoallv");
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int code = MPI_Ialltoallv(input, scounts.data(), sdispls.data(), MPI_BYTE, output,
+                                    rcounts.data(), rdispls.data(), MPI_BYTE, comm_, &req);
+    return check(code, req, "MPI_Ialltoallv");
   }
   // Too large for int counts: point-to-point exchange with every peer (the
   // transport splits large messages).
@@ -193,8 +207,10 @@ Status MpiBackend::reducescatter(const void* input, void* output, const std::vec
   if (fitsOneCall(bytes) && total <= static_cast<size_t>(INT_MAX)) {
     if (total == 0) return Status::ok();
     const std::vector<int> recvcounts = asInts(counts);
-    return check(MPI_Reduce_scatter(input, output, recvcounts.data(), r.type, r.op, comm_),
-                 "MPI_Reduce_scatter");
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int code =
+        MPI_Ireduce_scatter(input, output, recvcounts.data(), r.type, r.op, comm_, &req);
+    return check(code, req, "MPI_Ireduce_scatter");
   }
   // Too large for int counts: reduce each rank's block to it, in chunks.
   const std::vector<size_t> offsets = offsetsOf(counts);
@@ -206,9 +222,10 @@ Status MpiBackend::reducescatter(const void* input, void* output, const std::vec
     for (size_t done = 0; done < counts[rr];) {
       const size_t n = std::min(chunk, counts[rr] - done);
       void* recv = root == rank() ? out + done * element : nullptr;
-      TUTTI_RETURN_IF_ERROR(check(MPI_Reduce(in + (offsets[rr] + done) * element, recv,
-                                             static_cast<int>(n), r.type, r.op, root, comm_),
-                                  "MPI_Reduce"));
+      MPI_Request req = MPI_REQUEST_NULL;
+      const int code = MPI_Ireduce(in + (offsets[rr] + done) * element, recv, static_cast<int>(n),
+                                   r.type, r.op, root, comm_, &req);
+      TUTTI_RETURN_IF_ERROR(check(code, req, "MPI_Ireduce"));
       done += n;
     }
   }
@@ -217,7 +234,9 @@ Status MpiBackend::reducescatter(const void* input, void* output, const std::vec
 
 Status MpiBackend::barrier() {
   if (!broken_.isOk()) return broken_;
-  return check(MPI_Barrier(comm_), "MPI_Barrier");
+  MPI_Request req = MPI_REQUEST_NULL;
+  const int code = MPI_Ibarrier(comm_, &req);
+  return check(code, req, "MPI_Ibarrier");
 }
 
 }  // namespace tutti

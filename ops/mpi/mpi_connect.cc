@@ -17,7 +17,9 @@ class MpiSetTransport : public SubsetTransport {
  public:
   MpiSetTransport(MpiTransport& world, std::vector<int> ranks, MPI_Comm comm)
       : SubsetTransport(world, std::move(ranks)), comm_(comm) {}
-  ~MpiSetTransport() override { MPI_Comm_free(&comm_); }
+  ~MpiSetTransport() override {
+    if (!mpiWedged()) MPI_Comm_free(&comm_);  // else MPI may still use it: leaked
+  }
   MPI_Comm comm() const { return comm_; }
 
  private:
@@ -42,7 +44,9 @@ Status connectMpiBackend(const Settings& settings, BackendBundle* out) {
     if (code != MPI_SUCCESS) return mpiStatus(code, "MPI_Comm_split", world->rank());
     if (!member) return Status::ok();
     auto sub = std::make_unique<MpiSetTransport>(*world, ranks, comm);
-    set->backend = std::make_unique<MpiBackend>(*sub, sub->comm());
+    MpiWaitScope scope = world->waitScope();
+    scope.where = mpiScopeName(ranks, false);
+    set->backend = std::make_unique<MpiBackend>(*sub, sub->comm(), std::move(scope));
     set->transport = std::move(sub);
     return Status::ok();
   };

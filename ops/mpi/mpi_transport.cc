@@ -6,7 +6,9 @@
 #include <thread>
 
 #include "core/logging.h"
+#include "core/message.h"
 #include "ops/mpi/mpi_environment.h"
+#include "ops/mpi/mpi_wait.h"
 
 namespace tutti {
 namespace {
@@ -25,6 +27,7 @@ constexpr int kEpochs = 4096;
 constexpr int kControlKind = 0;
 constexpr int kCloseKind = 1;
 constexpr int kDataKind = 2;
+constexpr int kWedgeKind = 3;
 
 std::atomic<int> g_next_epoch{0};           // one per transport created in this process
 std::atomic<bool> g_transport_live{false};  // one MPI transport per process at a time
@@ -46,7 +49,7 @@ Status MpiTransport::connect(const Settings& settings, std::unique_ptr<MpiTransp
         "TUTTI_BACKEND=mpi: another tutti runtime on the mpi backend is running in this "
         "process; the mpi backend allows one at a time (shut it down first)");
   }
-  Status st = acquireMpi();
+  Status st = acquireMpi(settings.timeout_seconds);
   if (!st.isOk()) {
     g_transport_live = false;
     return st;
@@ -116,11 +119,24 @@ MpiTransport::MpiTransport(MPI_Comm comm, JobPlacement placement, int epoch, dou
       control_tag_(tagOf(epoch, kControlKind)),
       close_tag_(tagOf(epoch, kCloseKind)),
       data_tag_(tagOf(epoch, kDataKind)),
+      wedge_tag_(tagOf(epoch, kWedgeKind)),
       timeout_seconds_(timeout_seconds),
       closed_by_(static_cast<size_t>(placement.size), false),
-      backoff_(kMinBackoff) {}
+      backoff_(kMinBackoff) {
+  setMpiWedgeListener([this](const std::string& why) { announceWedge(why); });
+}
 
 MpiTransport::~MpiTransport() {
+  setMpiWedgeListener(nullptr);
+  if (mpiWedged()) {
+    // An MPI call of this process never completed: no MPI call is safe any
+    // more, and the job ends with MPI_Abort (mpi_environment.h). Everything
+    // MPI may still use is leaked.
+    for (PendingSend& s : sends_) new std::vector<uint8_t>(std::move(s.bytes));
+    releaseMpi();
+    g_transport_live = false;
+    return;
+  }
   sendCloseNotices();
   // Closing is collective: every rank's background thread gets here within
   // the shutdown handshake. Until all have arrived (MPI_Ibarrier), each rank
@@ -162,9 +178,9 @@ MpiTransport::~MpiTransport() {
   }
   // Data ops still posted only after a failure: receives are cancelled,
   // sends released.
-  for (auto& [id, requests] : ops_) {
+  for (auto& [id, op] : ops_) {
     (void)id;
-    for (MPI_Request& r : requests) {
+    for (MPI_Request& r : op.requests) {
       if (r == MPI_REQUEST_NULL) continue;
       MPI_Cancel(&r);
       MPI_Request_free(&r);
@@ -204,7 +220,9 @@ Status MpiTransport::fail(int code, const char* call) {
 
 Transport::OpId MpiTransport::postSend(int peer, const void* data, size_t bytes) {
   const OpId id = next_op_++;
-  std::vector<MPI_Request>& requests = ops_[id];
+  DataOp& op = ops_[id];
+  op.peer = peer;
+  std::vector<MPI_Request>& requests = op.requests;
   const char* p = static_cast<const char*>(data);
   size_t offset = 0;
   do {
@@ -223,7 +241,9 @@ Transport::OpId MpiTransport::postSend(int peer, const void* data, size_t bytes)
 
 Transport::OpId MpiTransport::postRecv(int peer, void* data, size_t bytes) {
   const OpId id = next_op_++;
-  std::vector<MPI_Request>& requests = ops_[id];
+  DataOp& op = ops_[id];
+  op.peer = peer;
+  std::vector<MPI_Request>& requests = op.requests;
   char* p = static_cast<char*>(data);
   size_t offset = 0;
   do {
@@ -246,21 +266,41 @@ Status MpiTransport::wait(OpId id) {
     if (!broken_.isOk()) return broken_;
     return Status::internal("mpi transport: wait() on unknown op " + std::to_string(id));
   }
-  std::vector<MPI_Request> requests = std::move(it->second);
+  DataOp op = std::move(it->second);
   ops_.erase(it);
   if (!broken_.isOk()) return broken_;
-  int rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-  if (rc != MPI_SUCCESS) return fail(rc, "MPI_Waitall");
-  return Status::ok();
+  return waitData(&op.requests, {op.peer});
 }
 
 Status MpiTransport::waitAll() {
-  Status first;
-  while (!ops_.empty()) {
-    Status st = wait(ops_.begin()->first);
-    if (first.isOk()) first = st;
+  if (ops_.empty()) return Status::ok();
+  std::vector<MPI_Request> requests;
+  std::vector<int> peers;
+  for (auto& [id, op] : ops_) {
+    (void)id;
+    requests.insert(requests.end(), op.requests.begin(), op.requests.end());
+    if (std::find(peers.begin(), peers.end(), op.peer) == peers.end()) peers.push_back(op.peer);
   }
-  return first;
+  ops_.clear();
+  if (!broken_.isOk()) return broken_;
+  std::sort(peers.begin(), peers.end());
+  return waitData(&requests, peers);
+}
+
+Status MpiTransport::waitData(std::vector<MPI_Request>* requests, const std::vector<int>& peers) {
+  std::string call = "MPI_Isend/MPI_Irecv with rank";
+  for (size_t i = 0; i < peers.size(); ++i) {
+    call += (i ? "," : (peers.size() > 1 ? "s " : " ")) + std::to_string(peers[i]);
+  }
+  Status st = waitMpiRequests(requests, call.c_str(), waitScope());
+  if (!st.isOk() && broken_.isOk()) broken_ = st;
+  return st;
+}
+
+MpiWaitScope MpiTransport::waitScope() const {
+  std::vector<int> ranks(static_cast<size_t>(placement_.size));
+  for (int r = 0; r < placement_.size; ++r) ranks[static_cast<size_t>(r)] = r;
+  return MpiWaitScope{placement_.rank, mpiScopeName(ranks, true), timeout_seconds_};
 }
 
 Status MpiTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
@@ -304,6 +344,7 @@ Status MpiTransport::receiveControl(std::vector<ControlMessage>* out) {
   // peer sent before it is already queued and is received below, before the
   // loss is reported. (The other way round, a probe can miss a message that
   // arrives while it runs and then find the close behind it.)
+  TUTTI_RETURN_IF_ERROR(receiveWedgeNotices());
   std::vector<int> closed;
   while (true) {
     int found = 0;
@@ -380,6 +421,63 @@ void MpiTransport::wake() {
     woken_ = true;
   }
   wake_cv_.notify_one();
+}
+
+void MpiTransport::announceWedge(const std::string& why) {
+  // Rank 0 sends the coordinator's abort notice (core/message.h), which the
+  // workers act on at once; a worker tells rank 0, whose runtime then aborts
+  // every worker.
+  std::vector<uint8_t> bytes;
+  int tag = wedge_tag_;
+  std::vector<int> peers;
+  if (placement_.rank == 0) {
+    ResponseList list;
+    list.shutdown = true;
+    list.abort_code = StatusCode::kPeerLost;
+    list.abort_message = why;
+    bytes = serialize(list);
+    tag = control_tag_;
+    for (int r = 1; r < placement_.size; ++r) peers.push_back(r);
+  } else {
+    bytes.assign(why.begin(), why.end());
+    peers.push_back(0);
+  }
+  for (int peer : peers) {
+    if (closed_by_[static_cast<size_t>(peer)]) continue;
+    sends_.emplace_back();
+    PendingSend& s = sends_.back();
+    s.bytes = bytes;
+    if (MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, peer, tag, comm_,
+                  &s.request) != MPI_SUCCESS) {
+      sends_.pop_back();
+    }
+  }
+  // Small messages leave at once; give them a moment to be sure (the
+  // process may exit right after the error reached the program).
+  const auto until = Clock::now() + std::chrono::milliseconds(100);
+  while (!sends_.empty() && Clock::now() < until && progressSends().isOk()) {
+  }
+}
+
+Status MpiTransport::receiveWedgeNotices() {
+  while (true) {
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    int rc = MPI_Improbe(MPI_ANY_SOURCE, wedge_tag_, comm_, &found, &message, &status);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Improbe");
+    if (!found) return Status::ok();
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::string why(static_cast<size_t>(count), '\0');
+    rc = MPI_Mrecv(why.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
+    if (!broken_.isOk()) continue;
+    // Relayed to every worker before the transport breaks (a broken one
+    // sends nothing more).
+    if (placement_.rank == 0) announceWedge(why);
+    broken_ = Status::peerLost(why);
+  }
 }
 
 void MpiTransport::sendCloseNotices() {

@@ -7,7 +7,9 @@
 // Control channel: sendControl() is an MPI_Isend whose buffer the transport
 // keeps until the send completed; pollControl() receives what arrived with
 // MPI_Improbe + MPI_Mrecv. Data: postSend()/postRecv() are MPI_Isend/MPI_Irecv
-// (split into messages of at most 1 GiB), completed by wait()/waitAll().
+// (split into messages of at most 1 GiB), completed by wait()/waitAll(),
+// which poll them with a bound of TUTTI_TIMEOUT_SECONDS without a message
+// completing (ops/mpi/mpi_wait.h).
 //
 // Waiting, honestly: MPI offers no file descriptor to sleep on, so unlike the
 // tcp transport (which sleeps in epoll), an idle pollControl() polls: it
@@ -16,8 +18,9 @@
 // 20 µs on traffic or wake() (a training loop stays responsive). An
 // idle rank therefore wakes up about a thousand times a second for a few
 // microseconds each (no busy spinning, but not zero CPU either). wait() and
-// waitAll() block in MPI_Waitall, which Open MPI implements by polling its
-// progress engine (it yields the CPU when the node is oversubscribed).
+// waitAll() poll with MPI_Testsome without sleeping, as Open MPI's own
+// MPI_Waitall polls its progress engine (it yields the CPU when the node is
+// oversubscribed).
 //
 // Tags: every transport of a process gets a new epoch, and its messages carry
 // tags of that epoch, so messages of an earlier runtime of this process that
@@ -31,7 +34,9 @@
 // the messages still addressed to it, bounded by min(timeout, 10 s); then the
 // communicator is freed. (A communicator freed with unreceived messages can
 // hang Open MPI's next MPI_Comm_dup in that process.) If a peer never
-// closes, the communicator is leaked instead, with a warning.
+// closes, the communicator is leaked instead, with a warning. After a wait
+// of this process timed out (mpiWedged()), no MPI call is made at all: the
+// job is ending with MPI_Abort, and everything is leaked.
 //
 // Threading: one thread at a time (the runtime's background thread) except
 // wake(), which any thread may call. Creation (connect) and destruction may
@@ -39,9 +44,18 @@
 //
 // Errors: an MPI error is kPeerLost naming the call (ops/mpi/mpi_environment.h);
 // a close notice from a peer is kPeerLost naming it. After the first kPeerLost
-// the transport is broken and every call returns it. No timeout applies to
-// data waits: MPI has none. A process that dies makes Open MPI's mpirun abort
-// the whole job (every rank is killed), which is how a lost peer ends here.
+// the transport is broken and every call returns it. A data wait with no
+// message completing for TUTTI_TIMEOUT_SECONDS is kPeerLost naming the peers
+// it waited for, and ends the job with MPI_Abort (ops/mpi/mpi_wait.h). When
+// any wait of this process times out (the backend's collectives too), the
+// transport tells the other ranks, so that those waiting elsewhere (in the
+// negotiation) fail too instead of being killed silently: rank 0 sends every
+// worker the coordinator's abort notice (a ResponseList, core/message.h) with
+// the timeout's message, a worker sends the message to rank 0 on a tag of its
+// own, which rank 0 relays to every worker as its abort notice before its
+// transport breaks with it. A
+// process that dies makes Open MPI's mpirun abort the whole job (every rank is
+// killed), which is how a lost peer ends here.
 
 #include <mpi.h>
 
@@ -51,10 +65,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/settings.h"
 #include "ops/backend_registry.h"
+#include "ops/mpi/mpi_wait.h"
 #include "ops/transport.h"
 
 namespace tutti {
@@ -78,6 +94,8 @@ class MpiTransport : public Transport {
   const JobPlacement& placement() const { return placement_; }
   // tutti's communicator (errors return); the backend's collectives use it.
   MPI_Comm comm() const { return comm_; }
+  // This rank, the global process set and TUTTI_TIMEOUT_SECONDS, for waits.
+  MpiWaitScope waitScope() const;
 
   OpId postSend(int peer, const void* data, size_t bytes) override;
   OpId postRecv(int peer, void* data, size_t bytes) override;
@@ -98,6 +116,14 @@ class MpiTransport : public Transport {
   Status receiveControl(std::vector<ControlMessage>* out);
   void sendCloseNotices();
   void drainIncoming();  // receives and drops every message addressed to this rank
+  // Tells the other ranks that a wait of this process timed out (`why`):
+  // rank 0 sends every worker an abort notice, a worker tells rank 0.
+  void announceWedge(const std::string& why);
+  // A worker's wedge notice received: rank 0 relays it to every worker as
+  // its abort notice, then the transport breaks with its text.
+  Status receiveWedgeNotices();
+  // Waits for data requests exchanged with `peers` (ascending), bounded.
+  Status waitData(std::vector<MPI_Request>* requests, const std::vector<int>& peers);
 
   struct PendingSend {
     MPI_Request request = MPI_REQUEST_NULL;
@@ -109,12 +135,17 @@ class MpiTransport : public Transport {
   const int control_tag_;
   const int close_tag_;
   const int data_tag_;
+  const int wedge_tag_;
   const double timeout_seconds_;
   Status broken_;                  // first error; ok while usable
   std::deque<PendingSend> sends_;  // control sends in flight, oldest first
   std::vector<bool> closed_by_;    // close notice received from that rank
   OpId next_op_ = 1;
-  std::map<OpId, std::vector<MPI_Request>> ops_;  // posted data ops
+  struct DataOp {
+    int peer = -1;
+    std::vector<MPI_Request> requests;
+  };
+  std::map<OpId, DataOp> ops_;  // posted data ops
   Clock::duration backoff_;
   Clock::time_point last_traffic_{};  // last control message or wake()
 

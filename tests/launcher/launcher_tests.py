@@ -218,6 +218,61 @@ def case_local_host_names():
         check(want in out.splitlines(), "missing %r in %r" % (want, out))
 
 
+def fake_mpirun(tmp, body):
+    """A directory for PATH whose `mpirun` is a shell script running `body`."""
+    path = os.path.join(tmp, "mpirun")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(path, 0o755)
+    return dict(os.environ, PATH=tmp + os.pathsep + os.environ["PATH"])
+
+
+def case_mpirun_stuck():
+    """tuttirun --mpi stops a mpirun that stays after every rank reported
+    leaving without MPI_Finalize (SIGTERM, SIGKILL 5 s later) and exits with
+    the ranks' status, or 1 s after the MPI_Abort a rank's error announced
+    (exit 1); otherwise it exits with mpirun's code (128+N for a
+    signal). mpirun here is a script in PATH."""
+    rc, out, _, _ = tuttirun(["--check-build"])
+    if "[X] mpi" not in out:
+        print("SKIP: this build has no MPI backend")
+        sys.exit(77)
+    marker = "tutti-stuck-mpirun-" + uuid.uuid4().hex
+    notice = ("[1,%d]<stderr>:[tutti WARNING rank %d] rank %d: MPI_Finalize did not return within "
+              "5 s after every rank had finished (x); leaving with exit status %d without it")
+    with tempfile.TemporaryDirectory() as tmp:
+        body = "trap '' TERM\n" + "".join(
+            "echo '%s' >&2\n" % (notice % (r, r, r, 3 if r == 1 else 0)) for r in range(2))
+        env = fake_mpirun(tmp, body + "exec sh -c \"trap '' TERM; while :; do sleep 1; done\" "
+                          + marker)
+        rc, _, err, took = tuttirun(["--mpi", "-np", "2", "true"], env=env, timeout=60)
+        check(rc == 3, "exit code %d, expected rank 1's 3" % rc)
+        check(err.count("MPI_Finalize did not return") == 2, "notices not passed through:\n" + err)
+        check("stopping it (SIGTERM" in err and "sending SIGKILL" in err, "no stop:\n" + err)
+        check(6.5 <= took < 30, "took %.1f s: expected 2 s, then SIGTERM, SIGKILL 5 s later" % took)
+        check(not wait_gone(marker, 5), "the fake mpirun was left running")
+        # One notice of two: mpirun is not stopped; its own end is tuttirun's.
+        env = fake_mpirun(tmp, "echo '%s' >&2\nsleep 3\nexit 7" % (notice % (0, 0, 0, 0)))
+        rc, _, err, took = tuttirun(["--mpi", "-np", "2", "true"], env=env, timeout=60)
+        check(rc == 7 and "stopping it" not in err and took >= 3, "mpirun's exit code 7: %d" % rc)
+        # A timed-out MPI wait's error ("MPI_Abort in 2 s"): a mpirun still
+        # there 1 s after that is stopped too, exit code 1.
+        abort = ("[1,0]<stderr>:[tutti ERROR rank 0] rank 0: MPI_Iallreduce on the global process "
+                 "set (ranks 0-1) made no progress for 5 s (TUTTI_TIMEOUT_SECONDS): a rank of it "
+                 "hangs or is stopped; Open MPI cannot cancel the call, so this job ends with "
+                 "MPI_Abort in 2 s")
+        env = fake_mpirun(tmp, "trap '' TERM\necho '%s' >&2\n" % abort
+                          + "exec sh -c \"trap '' TERM; while :; do sleep 1; done\" " + marker)
+        rc, _, err, took = tuttirun(["--mpi", "-np", "2", "true"], env=env, timeout=60)
+        check(rc == 1, "after an abort notice: exit code %d, expected 1" % rc)
+        check("job is ending with MPI_Abort" in err and "sending SIGKILL" in err, "no stop:\n" + err)
+        check(7.5 <= took < 30, "took %.1f s: expected 3 s, then SIGTERM, SIGKILL 5 s later" % took)
+        check(not wait_gone(marker, 5), "the fake mpirun was left running")
+        env = fake_mpirun(tmp, "kill -USR1 $$")
+        rc, _, err, _ = tuttirun(["--mpi", "-np", "2", "true"], env=env, timeout=60)
+        check(rc == 128 + 10, "mpirun killed by SIGUSR1: exit code %d, expected 138" % rc)
+
+
 def case_allreduce_np4():
     check(ARGS.allreduce, "--allreduce not given")
     rc, out, err, _ = tuttirun(["-np", "4", ARGS.allreduce], timeout=280)

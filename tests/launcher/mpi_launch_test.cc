@@ -1,10 +1,14 @@
-// tuttirun --mpi: the mpirun command line built from tuttirun's options.
+// tuttirun --mpi: the mpirun command line built from tuttirun's options, and
+// the reading of the ranks' finalize notices in mpirun's stderr.
 
 #include "launcher/mpi_launch.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+
+#include "core/mpi_exit_notices.h"
+#include "launcher/mpirun_watch.h"
 
 namespace tutti {
 namespace launcher {
@@ -84,6 +88,63 @@ TEST(MpirunCommand, ContradictingBackendAndTooFewSlotsAreErrors) {
   c.hosts = {{"a", 1}};
   st = mpirunCommand(o, c, &argv);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace tutti
+
+namespace tutti {
+namespace launcher {
+namespace {
+
+// The ranks' finalize notices as mpirun passes them on (--tag-output and the
+// log's prefix), split across reads anywhere.
+TEST(FinalizeNoticeCounter, CountsDistinctRanksAcrossSplitReads) {
+  std::string stream = "[1,0]<stdout>:hello\n";
+  for (int r : {2, 0, 2, 1}) {
+    stream += "[1," + std::to_string(r) + "]<stderr>:[tutti WARNING rank " + std::to_string(r) +
+              " mpi_environment.cc:87] " + finalizeGiveUpNotice(r, r == 1 ? 3 : 0, 5) + "\n";
+  }
+  stream += "[1,3]<stderr>:rank 3: MPI_Finalize did not return within 5 s (no status)\n";
+  stream += "[1,3]<stderr>:" + finalizeGiveUpNotice(3, 0, 5);  // no newline yet
+  FinalizeNoticeCounter counter;
+  for (size_t i = 0; i < stream.size(); i += 7) {
+    counter.feed(stream.data() + i, std::min<size_t>(7, stream.size() - i));
+  }
+  EXPECT_EQ(counter.ranks(), 3) << "ranks 0, 1, 2; rank 3's line is not complete";
+  EXPECT_EQ(counter.exitStatus(), 3) << "rank 1 reported exit status 3";
+  counter.feed("\n", 1);
+  EXPECT_EQ(counter.ranks(), 4);
+}
+
+TEST(FinalizeNoticeCounter, SeesAbortNotices) {
+  FinalizeNoticeCounter counter;
+  const std::string finalize = "[1,0]<stderr>:" + finalizeGiveUpNotice(0, 0, 5) + "\n";
+  counter.feed(finalize.data(), finalize.size());
+  EXPECT_FALSE(counter.abortSeen());
+  const std::string abort =
+      "[1,1]<stderr>:rank 1: MPI_Ibcast on the global process set (ranks "
+      "0-1) made no progress for 5 s (TUTTI_TIMEOUT_SECONDS): x; " +
+      mpiAbortNotice(2) + "\n";
+  counter.feed(abort.data(), abort.size());
+  EXPECT_TRUE(counter.abortSeen());
+  EXPECT_EQ(counter.abortGraceSeconds(), 2);
+  EXPECT_EQ(counter.ranks(), 1) << "an abort notice is no finalize notice";
+  EXPECT_NE(mpiAbortNotice(0.5).find("MPI_Abort in 0.5 s"), std::string::npos);
+}
+
+TEST(FinalizeNoticeCounter, NoticeReadsBack) {
+  int rank = -1, status = -1;
+  ASSERT_TRUE(parseFinalizeGiveUpNotice("x " + finalizeGiveUpNotice(12, 130, 0.5), &rank, &status));
+  EXPECT_EQ(rank, 12);
+  EXPECT_EQ(status, 130);
+  EXPECT_NE(finalizeGiveUpNotice(12, 130, 0.5).find("within 0.5 s"), std::string::npos);
+  EXPECT_FALSE(
+      parseFinalizeGiveUpNotice("rank x: MPI_Finalize did not return within 5 s; "
+                                "leaving with exit status 0 without it",
+                                &rank, &status));
+  EXPECT_FALSE(parseFinalizeGiveUpNotice("MPI_Finalize hung", &rank, &status));
 }
 
 }  // namespace
