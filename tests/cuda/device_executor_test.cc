@@ -190,108 +190,159 @@ std::vector<Op> steps() {
   return ops;
 }
 
-using Param = std::tuple<std::string, int, bool>;  // spec, ranks, direct device backend
-
-class DeviceCompressionTest : public ::testing::TestWithParam<Param> {};
-
-TEST_P(DeviceCompressionTest, CudaTensorsGiveTheHostPathsResults) {
-  const auto& [spec, n, direct] = GetParam();
-  const bool cast = spec == "fp16" || spec == "bf16";
-  const bool compressed = spec != "none";
-  MemoryWorld world(n);
-  world.run([&, spec = spec, n = n, direct = direct](MemoryTransport& tr) {
-    const int rank = tr.rank();
-    TcpBackend host(tr, 4096);
-    ExecutorState host_state, device_state;
-    Executor on_host(host, rank, n, &host_state);
-    Executor on_device(host, rank, n, &device_state);
-    HostDeviceContext* ctx = nullptr;
-    RecordingDirectBackend* direct_backend = nullptr;
-    BackendBundle bundle;
-    bundle.open_device = [&](int, std::unique_ptr<DeviceContext>* out) {
+// One rank's two executors over the same host backend: `on_host` runs CPU
+// tensors, `on_device` runs "CUDA" tensors through a DeviceExecutor on a
+// HostDeviceContext and, when `direct`, a RecordingDirectBackend. Not movable:
+// the bundle's factories record into this object.
+struct RankExecutors {
+  RankExecutors(MemoryTransport& tr, int n, bool direct)
+      : rank(tr.rank()),
+        host(tr, 4096),
+        on_host(host, rank, n, &host_state),
+        on_device(host, rank, n, &device_state) {
+    bundle.open_device = [this](int, std::unique_ptr<DeviceContext>* out) {
       auto c = std::make_unique<HostDeviceContext>();
       ctx = c.get();
       *out = std::move(c);
       return Status::ok();
     };
     if (direct) {
-      bundle.connect_device_backend = [&](DeviceContext&, std::unique_ptr<DeviceBackend>* out) {
+      bundle.connect_device_backend = [this, &tr](DeviceContext&,
+                                                  std::unique_ptr<DeviceBackend>* out) {
         auto b = std::make_unique<RecordingDirectBackend>(tr);
         direct_backend = b.get();
         *out = std::move(b);
         return Status::ok();
       };
     }
-    DeviceExecutor device(bundle, rank, n);
-    on_device.setDeviceExecutor(&device);
+    device = std::make_unique<DeviceExecutor>(bundle, rank, n);
+    on_device.setDeviceExecutor(device.get());
+  }
+  RankExecutors(const RankExecutors&) = delete;
+  RankExecutors& operator=(const RankExecutors&) = delete;
 
+  const int rank;
+  TcpBackend host;
+  ExecutorState host_state, device_state;
+  Executor on_host;
+  Executor on_device;
+  HostDeviceContext* ctx = nullptr;
+  RecordingDirectBackend* direct_backend = nullptr;
+  BackendBundle bundle;
+  std::unique_ptr<DeviceExecutor> device;
+};
+
+// The counters one op moves, read before it runs.
+struct Counters {
+  uint64_t host_bytes, device_bytes;
+  size_t direct_calls;
+  uint64_t staged;
+};
+
+Counters readCounters(const RankExecutors& x) {
+  return {x.host_state.bytes_sent.load(), x.device_state.bytes_sent.load(),
+          x.direct_backend ? x.direct_backend->reduced.size() : 0,
+          x.ctx != nullptr ? x.ctx->stagedBytes() : 0};
+}
+
+// How one op of the sequence must travel for `spec`.
+struct Route {
+  bool casts;          // cast on the device (fp16/bf16 of float32/float64)
+  bool on_host_stage;  // top-k, int8 of floating tensors
+  int64_t total;       // elements over the op's tensors
+};
+
+Route routeOf(const Op& op, const std::string& spec) {
+  const bool cast = spec == "fp16" || spec == "bf16";
+  const bool compressed = spec != "none";
+  const bool floating = op.dtype != DataType::kInt32;
+  const bool wide = op.dtype == DataType::kFloat32 || op.dtype == DataType::kFloat64;
+  int64_t total = 0;
+  for (int64_t size : op.sizes) total += size;
+  return {cast && wide, compressed && !cast && floating, total};
+}
+
+// The bytes sent and staged and the direct backend's reductions for one op.
+void checkTraffic(const RankExecutors& x, const Op& op, const std::string& spec, bool direct,
+                  const Counters& before, const std::string& what) {
+  const Route route = routeOf(op, spec);
+  const uint64_t sent_for_host = x.host_state.bytes_sent.load() - before.host_bytes;
+  const uint64_t sent_for_device = x.device_state.bytes_sent.load() - before.device_bytes;
+  if (!direct || route.on_host_stage) {
+    // Through the host backend: the same bytes as for CPU tensors (half
+    // of float32's for the casts, the packed chunks for top-k and int8).
+    EXPECT_EQ(sent_for_device, sent_for_host) << what;
+  } else {
+    EXPECT_EQ(sent_for_device, 0u) << what;  // on the device backend
+  }
+  // Bytes copied from the device to pinned memory: 16 bits per element
+  // for the casts when staged, the tensors' own size for the host stage
+  // and for uncompressed staged ops, nothing when the device backend
+  // reduces.
+  const uint64_t staged = x.ctx->stagedBytes() - before.staged;
+  const uint64_t tensor_bytes = static_cast<uint64_t>(route.total) * dataTypeSize(op.dtype);
+  if (route.casts) {
+    EXPECT_EQ(staged, direct ? 0u : 2u * static_cast<uint64_t>(route.total)) << what;
+  } else if (route.on_host_stage || !direct) {
+    EXPECT_EQ(staged, tensor_bytes) << what;
+  } else {
+    EXPECT_EQ(staged, 0u) << what;
+  }
+  if (direct) {
+    std::vector<DataType> calls(x.direct_backend->reduced.begin() + before.direct_calls,
+                                x.direct_backend->reduced.end());
+    if (route.casts) {
+      // One reduction of the 16-bit buffer.
+      const DataType wire = spec == "fp16" ? DataType::kFloat16 : DataType::kBFloat16;
+      EXPECT_EQ(calls, std::vector<DataType>{wire}) << what;
+    } else if (route.on_host_stage) {
+      EXPECT_TRUE(calls.empty()) << what;
+    } else {
+      EXPECT_EQ(calls, std::vector<DataType>{op.dtype}) << what;
+    }
+  }
+}
+
+// Runs op `k` on CPU and on "CUDA" tensors: the same bytes out, and the
+// traffic its route implies. Adds what the fp16/bf16 path must have cast.
+void checkOp(RankExecutors& x, const Op& op, size_t k, const std::string& spec, int n, bool direct,
+             uint64_t* cast_elements) {
+  const int rank = x.rank;
+  const std::string what = spec + " op " + std::to_string(k) + " (" + op.names[0] + ", " +
+                           dataTypeName(op.dtype) + ") rank " + std::to_string(rank) + " of " +
+                           std::to_string(n) + (direct ? " direct" : " staged");
+  const uint32_t seed = 1000u * static_cast<uint32_t>(rank) + 17u * static_cast<uint32_t>(k);
+  const Counters before = readCounters(x);
+  const std::vector<uint8_t> want = runOp(x.on_host, op, spec, DeviceType::kCpu, rank, seed);
+  const std::vector<uint8_t> got = runOp(x.on_device, op, spec, DeviceType::kCuda, rank, seed);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << what;
+  const Route route = routeOf(op, spec);
+  if (route.casts) *cast_elements += 2 * static_cast<uint64_t>(route.total);  // to 16 bits and back
+  checkTraffic(x, op, spec, direct, before, what);
+}
+
+using Param = std::tuple<std::string, int, bool>;  // spec, ranks, direct device backend
+
+class DeviceCompressionTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(DeviceCompressionTest, CudaTensorsGiveTheHostPathsResults) {
+  const auto& [spec, n, direct] = GetParam();
+  MemoryWorld world(n);
+  world.run([&, spec = spec, n = n, direct = direct](MemoryTransport& tr) {
+    RankExecutors x(tr, n, direct);
     uint64_t cast_elements = 0;  // what the fp16/bf16 path must have cast
     const std::vector<Op> ops = steps();
     for (size_t k = 0; k < ops.size(); ++k) {
-      const Op& op = ops[k];
-      const std::string what = spec + " op " + std::to_string(k) + " (" + op.names[0] + ", " +
-                               dataTypeName(op.dtype) + ") rank " + std::to_string(rank) + " of " +
-                               std::to_string(n) + (direct ? " direct" : " staged");
-      const uint32_t seed = 1000u * static_cast<uint32_t>(rank) + 17u * static_cast<uint32_t>(k);
-      const uint64_t host_bytes = host_state.bytes_sent.load();
-      const uint64_t device_bytes = device_state.bytes_sent.load();
-      const size_t direct_calls = direct_backend ? direct_backend->reduced.size() : 0;
-      const uint64_t staged_before = ctx != nullptr ? ctx->stagedBytes() : 0;
-      const std::vector<uint8_t> want = runOp(on_host, op, spec, DeviceType::kCpu, rank, seed);
-      const std::vector<uint8_t> got = runOp(on_device, op, spec, DeviceType::kCuda, rank, seed);
-      ASSERT_EQ(got.size(), want.size()) << what;
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << what;
-
-      const bool floating = op.dtype != DataType::kInt32;
-      const bool wide = op.dtype == DataType::kFloat32 || op.dtype == DataType::kFloat64;
-      const bool casts = cast && wide;                             // cast on the device
-      const bool on_host_stage = compressed && !cast && floating;  // top-k, int8
-      int64_t total = 0;
-      for (int64_t size : op.sizes) total += size;
-      if (casts) cast_elements += 2 * static_cast<uint64_t>(total);  // to 16 bits and back
-      const uint64_t sent_for_host = host_state.bytes_sent.load() - host_bytes;
-      const uint64_t sent_for_device = device_state.bytes_sent.load() - device_bytes;
-      if (!direct || on_host_stage) {
-        // Through the host backend: the same bytes as for CPU tensors (half
-        // of float32's for the casts, the packed chunks for top-k and int8).
-        EXPECT_EQ(sent_for_device, sent_for_host) << what;
-      } else {
-        EXPECT_EQ(sent_for_device, 0u) << what;  // on the device backend
-      }
-      // Bytes copied from the device to pinned memory: 16 bits per element
-      // for the casts when staged, the tensors' own size for the host stage
-      // and for uncompressed staged ops, nothing when the device backend
-      // reduces.
-      const uint64_t staged = ctx->stagedBytes() - staged_before;
-      const uint64_t tensor_bytes = static_cast<uint64_t>(total) * dataTypeSize(op.dtype);
-      if (casts) {
-        EXPECT_EQ(staged, direct ? 0u : 2u * static_cast<uint64_t>(total)) << what;
-      } else if (on_host_stage || !direct) {
-        EXPECT_EQ(staged, tensor_bytes) << what;
-      } else {
-        EXPECT_EQ(staged, 0u) << what;
-      }
-      if (direct) {
-        std::vector<DataType> calls(direct_backend->reduced.begin() + direct_calls,
-                                    direct_backend->reduced.end());
-        if (casts) {
-          // One reduction of the 16-bit buffer.
-          const DataType wire = spec == "fp16" ? DataType::kFloat16 : DataType::kBFloat16;
-          EXPECT_EQ(calls, std::vector<DataType>{wire}) << what;
-        } else if (on_host_stage) {
-          EXPECT_TRUE(calls.empty()) << what;
-        } else {
-          EXPECT_EQ(calls, std::vector<DataType>{op.dtype}) << what;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(checkOp(x, ops[k], k, spec, n, direct, &cast_elements));
     }
-    ASSERT_NE(ctx, nullptr);
+    ASSERT_NE(x.ctx, nullptr);
     // Casts run on the device context, only for fp16/bf16 and float tensors.
-    EXPECT_EQ(ctx->castElements(), cast_elements) << spec;
+    EXPECT_EQ(x.ctx->castElements(), cast_elements) << spec;
     // Error-feedback state is the same host state as for CPU tensors.
-    EXPECT_EQ(device_state.compressors.residuals(), host_state.compressors.residuals()) << spec;
+    EXPECT_EQ(x.device_state.compressors.residuals(), x.host_state.compressors.residuals()) << spec;
     if (spec == "topk:0.01" || spec == "int8") {
-      EXPECT_FALSE(device_state.compressors.residuals().empty()) << spec;
+      EXPECT_FALSE(x.device_state.compressors.residuals().empty()) << spec;
     }
   });
 }

@@ -43,13 +43,16 @@ std::vector<T> hostValues(const OwnedTensor& t) {
   return out;
 }
 
-// Every collective on CUDA tensors, with exact expected values.
-void runDeviceOps(Runtime& rt) {
-  const int r = rt.rank(), n = rt.size();
-  Handle h = 0;
-  OpOptions o;
+// The sum of the ranks' values r + 1 over n ranks: n (n + 1) / 2.
+float ranksSum(const Runtime& rt) {
+  const int n = rt.size();
+  return static_cast<float>(n * (n + 1) / 2);
+}
 
-  // Fused allreduce of five float32 tensors (one of them empty).
+// Fused allreduce of five float32 tensors (one of them empty).
+void fusedAllreduce(Runtime& rt) {
+  const int r = rt.rank();
+  OpOptions o;
   const std::vector<int64_t> sizes = {1, 1000, 3, 65537, 0};
   std::vector<std::unique_ptr<DeviceMemory>> mem;
   std::vector<TensorView> views;
@@ -64,121 +67,148 @@ void runDeviceOps(Runtime& rt) {
   o.name = "fused";
   ASSERT_TRUE(IsOk(rt.groupedAllreduce(views, views, o, &hs)));
   for (Handle x : hs) ASSERT_TRUE(IsOk(rt.wait(x)));
-  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  const float ranks_sum = ranksSum(rt);
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::vector<float> got = mem[i]->download<float>(sizes[i]);
     for (int64_t j = 0; j < sizes[i]; ++j) {
       ASSERT_EQ(got[j], ranks_sum * (j % 7 + i)) << "tensor " << i << " element " << j;
     }
   }
+}
 
-  // Average with scale factors on float64, out of place.
-  {
-    std::vector<double> x(4097, static_cast<double>(r + 1));
-    DeviceMemory in(x.size() * 8), out(x.size() * 8);
-    in.upload(x);
-    OpOptions avg;
-    avg.name = "average";
-    avg.reduce_op = ReduceOp::kAverage;
-    avg.prescale = 2.0;
-    avg.postscale = 0.5;
-    ASSERT_TRUE(IsOk(rt.allreduce(onDevice(in, DataType::kFloat64, {4097}),
-                                  onDevice(out, DataType::kFloat64, {4097}), avg, &h)));
-    ASSERT_TRUE(IsOk(rt.wait(h)));
-    for (double v : out.download<double>(4097)) ASSERT_EQ(v, (n + 1) / 2.0);
-    for (double v : in.download<double>(4097)) ASSERT_EQ(v, r + 1.0) << "input unchanged";
-  }
+// Average with scale factors on float64, out of place.
+void scaledAverage(Runtime& rt) {
+  const int r = rt.rank(), n = rt.size();
+  Handle h = 0;
+  std::vector<double> x(4097, static_cast<double>(r + 1));
+  DeviceMemory in(x.size() * 8), out(x.size() * 8);
+  in.upload(x);
+  OpOptions avg;
+  avg.name = "average";
+  avg.reduce_op = ReduceOp::kAverage;
+  avg.prescale = 2.0;
+  avg.postscale = 0.5;
+  ASSERT_TRUE(IsOk(rt.allreduce(onDevice(in, DataType::kFloat64, {4097}),
+                                onDevice(out, DataType::kFloat64, {4097}), avg, &h)));
+  ASSERT_TRUE(IsOk(rt.wait(h)));
+  for (double v : out.download<double>(4097)) ASSERT_EQ(v, (n + 1) / 2.0);
+  for (double v : in.download<double>(4097)) ASSERT_EQ(v, r + 1.0) << "input unchanged";
+}
 
-  // int16 (no NCCL type: staged through the host backend on nccl too), max.
-  {
-    std::vector<int16_t> x(33, static_cast<int16_t>(100 * r - 7));
-    DeviceMemory m(x.size() * 2);
-    m.upload(x);
-    OpOptions mx;
-    mx.name = "int16.max";
-    mx.reduce_op = ReduceOp::kMax;
-    const TensorView v = onDevice(m, DataType::kInt16, {33});
-    ASSERT_TRUE(IsOk(rt.allreduce(v, v, mx, &h)));
-    ASSERT_TRUE(IsOk(rt.wait(h)));
-    for (int16_t got : m.download<int16_t>(33)) ASSERT_EQ(got, 100 * (n - 1) - 7);
-  }
+// int16 (no NCCL type: staged through the host backend on nccl too), max.
+void int16Max(Runtime& rt) {
+  const int r = rt.rank(), n = rt.size();
+  Handle h = 0;
+  std::vector<int16_t> x(33, static_cast<int16_t>(100 * r - 7));
+  DeviceMemory m(x.size() * 2);
+  m.upload(x);
+  OpOptions mx;
+  mx.name = "int16.max";
+  mx.reduce_op = ReduceOp::kMax;
+  const TensorView v = onDevice(m, DataType::kInt16, {33});
+  ASSERT_TRUE(IsOk(rt.allreduce(v, v, mx, &h)));
+  ASSERT_TRUE(IsOk(rt.wait(h)));
+  for (int16_t got : m.download<int16_t>(33)) ASSERT_EQ(got, 100 * (n - 1) - 7);
+}
 
-  // Allgather of uneven first dimensions: rank q has q + 1 rows of 3.
-  {
-    std::vector<int32_t> x(static_cast<size_t>(3 * (r + 1)), r);
-    DeviceMemory m(x.size() * 4);
-    m.upload(x);
-    o.name = "allgather";
-    ASSERT_TRUE(IsOk(rt.allgather(onDevice(m, DataType::kInt32, {r + 1, 3}), o, &h)));
-    ASSERT_TRUE(IsOk(rt.wait(h)));
-    const OwnedTensor* out = rt.output(h);
-    ASSERT_NE(out, nullptr);
-    EXPECT_EQ(out->shape, (Shape{n * (n + 1) / 2, 3}));
-    std::vector<int32_t> want;
-    for (int q = 0; q < n; ++q) want.insert(want.end(), static_cast<size_t>(3 * (q + 1)), q);
-    EXPECT_EQ(hostValues<int32_t>(*out), want);
-    ASSERT_TRUE(IsOk(rt.release(h)));
-  }
+// Allgather of uneven first dimensions: rank q has q + 1 rows of 3.
+void unevenAllgather(Runtime& rt) {
+  const int r = rt.rank(), n = rt.size();
+  Handle h = 0;
+  OpOptions o;
+  std::vector<int32_t> x(static_cast<size_t>(3 * (r + 1)), r);
+  DeviceMemory m(x.size() * 4);
+  m.upload(x);
+  o.name = "allgather";
+  ASSERT_TRUE(IsOk(rt.allgather(onDevice(m, DataType::kInt32, {r + 1, 3}), o, &h)));
+  ASSERT_TRUE(IsOk(rt.wait(h)));
+  const OwnedTensor* out = rt.output(h);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->shape, (Shape{n * (n + 1) / 2, 3}));
+  std::vector<int32_t> want;
+  for (int q = 0; q < n; ++q) want.insert(want.end(), static_cast<size_t>(3 * (q + 1)), q);
+  EXPECT_EQ(hostValues<int32_t>(*out), want);
+  ASSERT_TRUE(IsOk(rt.release(h)));
+}
 
-  // Broadcast from the last rank, in place.
-  {
-    std::vector<float> x(1001, static_cast<float>(r));
-    DeviceMemory m(x.size() * 4);
-    m.upload(x);
-    o.name = "broadcast";
-    o.root = n - 1;
-    const TensorView v = onDevice(m, DataType::kFloat32, {1001});
-    ASSERT_TRUE(IsOk(rt.broadcast(v, v, o, &h)));
-    ASSERT_TRUE(IsOk(rt.wait(h)));
-    for (float got : m.download<float>(1001)) ASSERT_EQ(got, static_cast<float>(n - 1));
-    o.root = 0;
-  }
+// Broadcast from the last rank, in place.
+void broadcastFromLast(Runtime& rt) {
+  const int r = rt.rank(), n = rt.size();
+  Handle h = 0;
+  OpOptions o;
+  std::vector<float> x(1001, static_cast<float>(r));
+  DeviceMemory m(x.size() * 4);
+  m.upload(x);
+  o.name = "broadcast";
+  o.root = n - 1;
+  const TensorView v = onDevice(m, DataType::kFloat32, {1001});
+  ASSERT_TRUE(IsOk(rt.broadcast(v, v, o, &h)));
+  ASSERT_TRUE(IsOk(rt.wait(h)));
+  for (float got : m.download<float>(1001)) ASSERT_EQ(got, static_cast<float>(n - 1));
+}
 
-  // Alltoall with uneven splits: rank q sends p + 1 rows of 2 to rank p.
-  {
-    OpOptions a;
-    a.name = "alltoall";
-    int64_t rows = 0;
-    for (int p = 0; p < n; ++p) {
-      a.splits.push_back(p + 1);
-      rows += p + 1;
-    }
-    std::vector<float> x;
-    for (int p = 0; p < n; ++p) {
-      x.insert(x.end(), static_cast<size_t>(2 * (p + 1)), static_cast<float>(100 * r + p));
-    }
-    DeviceMemory m(x.size() * 4);
-    m.upload(x);
-    ASSERT_TRUE(IsOk(rt.alltoall(onDevice(m, DataType::kFloat32, {rows, 2}), a, &h)));
-    ASSERT_TRUE(IsOk(rt.wait(h)));
-    std::vector<float> want;
-    for (int q = 0; q < n; ++q) {
-      want.insert(want.end(), static_cast<size_t>(2 * (r + 1)), static_cast<float>(100 * q + r));
-    }
-    EXPECT_EQ(hostValues<float>(*rt.output(h)), want);
-    EXPECT_EQ(rt.receivedSplits(h), std::vector<int64_t>(static_cast<size_t>(n), r + 1));
-    ASSERT_TRUE(IsOk(rt.release(h)));
+// Alltoall with uneven splits: rank q sends p + 1 rows of 2 to rank p.
+void unevenAlltoall(Runtime& rt) {
+  const int r = rt.rank(), n = rt.size();
+  Handle h = 0;
+  OpOptions a;
+  a.name = "alltoall";
+  int64_t rows = 0;
+  for (int p = 0; p < n; ++p) {
+    a.splits.push_back(p + 1);
+    rows += p + 1;
   }
+  std::vector<float> x;
+  for (int p = 0; p < n; ++p) {
+    x.insert(x.end(), static_cast<size_t>(2 * (p + 1)), static_cast<float>(100 * r + p));
+  }
+  DeviceMemory m(x.size() * 4);
+  m.upload(x);
+  ASSERT_TRUE(IsOk(rt.alltoall(onDevice(m, DataType::kFloat32, {rows, 2}), a, &h)));
+  ASSERT_TRUE(IsOk(rt.wait(h)));
+  std::vector<float> want;
+  for (int q = 0; q < n; ++q) {
+    want.insert(want.end(), static_cast<size_t>(2 * (r + 1)), static_cast<float>(100 * q + r));
+  }
+  EXPECT_EQ(hostValues<float>(*rt.output(h)), want);
+  EXPECT_EQ(rt.receivedSplits(h), std::vector<int64_t>(static_cast<size_t>(n), r + 1));
+  ASSERT_TRUE(IsOk(rt.release(h)));
+}
 
-  // Reducescatter of 2n + 1 rows of 4 (uneven: rank 0 gets one more row).
-  {
-    const int64_t rows = 2 * n + 1;
-    std::vector<float> x(static_cast<size_t>(rows * 4));
-    for (size_t j = 0; j < x.size(); ++j) x[j] = static_cast<float>((r + 1) * (j / 4));
-    DeviceMemory m(x.size() * 4);
-    m.upload(x);
-    o.name = "reducescatter";
-    ASSERT_TRUE(IsOk(rt.reducescatter(onDevice(m, DataType::kFloat32, {rows, 4}), o, &h)));
-    ASSERT_TRUE(IsOk(rt.wait(h)));
-    const int64_t first = r == 0 ? 0 : 3 + 2 * (r - 1);
-    const int64_t mine = r == 0 ? 3 : 2;
-    const std::vector<float> got = hostValues<float>(*rt.output(h));
-    ASSERT_EQ(got.size(), static_cast<size_t>(mine * 4));
-    for (size_t j = 0; j < got.size(); ++j) {
-      ASSERT_EQ(got[j], ranks_sum * static_cast<float>(first + static_cast<int64_t>(j / 4)));
-    }
-    ASSERT_TRUE(IsOk(rt.release(h)));
+// Reducescatter of 2n + 1 rows of 4 (uneven: rank 0 gets one more row).
+void unevenReducescatter(Runtime& rt) {
+  const int r = rt.rank(), n = rt.size();
+  Handle h = 0;
+  OpOptions o;
+  const int64_t rows = 2 * n + 1;
+  std::vector<float> x(static_cast<size_t>(rows * 4));
+  for (size_t j = 0; j < x.size(); ++j) x[j] = static_cast<float>((r + 1) * (j / 4));
+  DeviceMemory m(x.size() * 4);
+  m.upload(x);
+  o.name = "reducescatter";
+  ASSERT_TRUE(IsOk(rt.reducescatter(onDevice(m, DataType::kFloat32, {rows, 4}), o, &h)));
+  ASSERT_TRUE(IsOk(rt.wait(h)));
+  const int64_t first = r == 0 ? 0 : 3 + 2 * (r - 1);
+  const int64_t mine = r == 0 ? 3 : 2;
+  const float ranks_sum = ranksSum(rt);
+  const std::vector<float> got = hostValues<float>(*rt.output(h));
+  ASSERT_EQ(got.size(), static_cast<size_t>(mine * 4));
+  for (size_t j = 0; j < got.size(); ++j) {
+    ASSERT_EQ(got[j], ranks_sum * static_cast<float>(first + static_cast<int64_t>(j / 4)));
   }
+  ASSERT_TRUE(IsOk(rt.release(h)));
+}
+
+// Every collective on CUDA tensors, with exact expected values, in order; a
+// fatal failure in one stops the rest (as one function's ASSERTs would).
+void runDeviceOps(Runtime& rt) {
+  ASSERT_NO_FATAL_FAILURE(fusedAllreduce(rt));
+  ASSERT_NO_FATAL_FAILURE(scaledAverage(rt));
+  ASSERT_NO_FATAL_FAILURE(int16Max(rt));
+  ASSERT_NO_FATAL_FAILURE(unevenAllgather(rt));
+  ASSERT_NO_FATAL_FAILURE(broadcastFromLast(rt));
+  ASSERT_NO_FATAL_FAILURE(unevenAlltoall(rt));
+  ASSERT_NO_FATAL_FAILURE(unevenReducescatter(rt));
 }
 
 // Compressed allreduces of CUDA tensors give, bit for bit, what the same op
