@@ -5,11 +5,11 @@ errors: as tutti.torch.ops.allgather_async / reducescatter_async, per tensor.
 """
 
 from tutti.errors import InvalidArgumentError
+from tutti.torch.exchange import _enqueue_reducescatter
 from tutti.torch.ops import (
     _check_tensor,
     _contiguous,
     _enqueue_allgather,
-    _enqueue_reducescatter,
     _op_code,
     _output_tensor,
     _process_set_id,

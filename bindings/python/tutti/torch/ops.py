@@ -9,6 +9,8 @@ come back on the input's device. Any shape, any dtype of
 uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool.
 Non-contiguous inputs are copied to contiguous buffers; in-place ops (the
 ones ending in "_") copy the result back into the caller's tensor.
+alltoall and reducescatter are defined in tutti.torch.exchange and
+re-exported here.
 
 Names: ops are matched across ranks by name; name=None lets the runtime
 generate one from a counter, so unnamed ops must be issued in the same order on
@@ -360,7 +362,7 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 prescale_factor, postscale_factor, process_set))
 
 
-# ---- allgather, broadcast, alltoall, reducescatter --------------------------------
+# ---- allgather, broadcast (alltoall, reducescatter: tutti.torch.exchange) ---------
 
 
 def allgather_async(tensor, name=None, process_set=None):
@@ -434,95 +436,6 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
 def broadcast_(tensor, root_rank, name=None, process_set=None):
     """Blocking in-place broadcast; returns `tensor`."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
-
-
-def alltoall_async(tensor, splits=None, name=None, process_set=None):
-    """Starts an alltoall: splits[p] consecutive rows of `tensor` go to rank p.
-
-    splits: None (dim 0 divided evenly; must divide by size()) or a list/1-D
-    tensor of size() non-negative ints summing to at most tensor.shape[0].
-    synchronize() returns (output, received_splits) where output is the rows
-    received, concatenated in rank order, and received_splits an int32 tensor."""
-    ps_id = _process_set_id(process_set)
-    _check_tensor(tensor)
-    inp = _contiguous(tensor)
-    if splits is None:
-        c_splits, n = None, 0
-    else:
-        if torch.is_tensor(splits) and (splits.dtype.is_floating_point or splits.dtype.is_complex
-                                        or splits.dtype == torch.bool):
-            # As Horovod: the splits tensor's dtype is checked, not its values.
-            raise InvalidArgumentError(
-                "alltoall splits is a %s tensor; expected an integer tensor (torch.int32 as "
-                "Horovod, or int64) or a list of ints" % splits.dtype, 1)
-        values = splits.tolist() if torch.is_tensor(splits) else list(splits)
-        for v in values:
-            if isinstance(v, bool) or int(v) != v:
-                raise InvalidArgumentError(
-                    "alltoall splits must be integers (rows per rank), got %r" % (values,), 1)
-        n = len(values)
-        c_splits = (ctypes.c_int64 * n)(*[int(v) for v in values])
-    handle = _library.c_handle()
-    d = _desc(inp)
-    _library.check(_library.function("tutti_alltoall_async_opts")(
-        ctypes.byref(d), c_splits, n, _encode(name), _options(ps_id), ctypes.byref(handle)))
-
-    def finish(hs):
-        out = _output_tensor(hs[0], inp.device)
-        count = ctypes.c_int()
-        _library.check(_lib().tutti_handle_received_splits(hs[0], None, 0, ctypes.byref(count)))
-        buf = (ctypes.c_int64 * max(count.value, 1))()
-        _library.check(_lib().tutti_handle_received_splits(hs[0], buf, count.value, None))
-        return out, torch.tensor(list(buf)[:count.value], dtype=torch.int32)
-
-    return _register([handle.value], (inp,), finish)
-
-
-def alltoall(tensor, splits=None, name=None, process_set=None):
-    """Blocking alltoall. Returns the output tensor, or (output, received_splits)
-    when `splits` was given (Horovod's convention). Differentiable
-    (tutti.torch.autograd)."""
-    from tutti.torch import autograd
-
-    out, received = autograd.alltoall(tensor, splits, name, process_set)
-    return out if splits is None else (out, received)
-
-
-def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_factor=1.0,
-                        postscale_factor=1.0):
-    """Starts a reducescatter: the input (same shape on every rank) is reduced
-    (op: Average default, Sum, Min, Max, Product) and rank r receives rows
-    [offset_r, offset_r + rows_r), rows_r = d0 // size plus one for the first
-    d0 % size ranks. synchronize() returns the new tensor."""
-    ps_id = _process_set_id(process_set)
-    _check_tensor(tensor)
-    op = _op_code(op)
-    inp = _contiguous(tensor)
-    h = _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor, ps_id)
-    return _register([h], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
-
-
-def _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor, ps_id=0):
-    handle = _library.c_handle()
-    d = _desc(inp)
-    _library.check(_library.function("tutti_reducescatter_async_opts")(
-        ctypes.byref(d), _encode(name), op, float(prescale_factor), float(postscale_factor),
-        _options(ps_id), ctypes.byref(handle)))
-    return handle.value
-
-
-def reducescatter(tensor, name=None, compression=None, op=None, process_set=None,
-                  prescale_factor=1.0, postscale_factor=1.0):
-    """Blocking reducescatter; returns this rank's rows of the reduction.
-    compression: tutti's C++ compressors apply to allreduce only, so a
-    tutti.Compression member (or None) leaves reducescatter uncompressed; a
-    Horovod-style Python compressor runs around it. Differentiable
-    (tutti.torch.autograd)."""
-    from tutti.torch import autograd
-
-    return autograd.reducescatter([tensor], False, name, compression, op=_op_code(op),
-                                  prescale_factor=prescale_factor,
-                                  postscale_factor=postscale_factor, process_set=process_set)[0]
 
 
 # ---- barrier, join, handles ---------------------------------------------------------
@@ -620,3 +533,15 @@ def _process_set_id(process_set):
 
 
 _check_process_set = _process_set_id  # the name used before process sets existed
+
+
+# Alltoall and reducescatter live in tutti.torch.exchange (which imports the
+# helpers above, hence the import at the end); re-exported here so that
+# tutti.torch.ops.alltoall_async etc. keep working.
+from tutti.torch.exchange import (  # noqa: E402,F401 (re-exported)
+    _enqueue_reducescatter,
+    alltoall,
+    alltoall_async,
+    reducescatter,
+    reducescatter_async,
+)
