@@ -146,6 +146,18 @@ const char* threadLevelName(int level) {
   }
 }
 
+// tutti runs MPI's collectives non-blocking (MPI_Iallreduce polled against
+// TUTTI_TIMEOUT_SECONDS). Open MPI 4.1's libnbc picks its iallreduce algorithm
+// by itself ("ignore") and takes the binomial tree for every in-place call,
+// which is what tutti makes: 2.5-3x the blocking MPI_Allreduce's time at
+// 1-4 MiB here, and the ResNet-50 gradient set 2.2x slower. Its ring (1)
+// brings both back to the blocking call's time (docs/reliability.md).
+// Set before MPI_Init_thread, only where the user has not chosen (an
+// OMPI_MCA_* variable or --mca of mpirun, which exports the same variable).
+void chooseNonblockingAlgorithms() {
+  ::setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+}
+
 }  // namespace
 
 Status acquireMpi(double timeout_seconds) {
@@ -164,6 +176,7 @@ Status acquireMpi(double timeout_seconds) {
     if (initialized) {
       MPI_Query_thread(&p.thread_level);
     } else {
+      chooseNonblockingAlgorithms();
       int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &p.thread_level);
       if (rc != MPI_SUCCESS) return Status::ioError(mpiErrorText("MPI_Init_thread", rc));
       p.ours = true;
