@@ -35,6 +35,21 @@ void scaledAdd(T* __restrict a, double ca, const T* __restrict b, double cb, siz
   }
 }
 
+// Calls fn(fa, fb, n) on float32 copies of the float16 arrays a and b, kBlock
+// elements at a time; with a_out set, each block of fa is written back there
+// as float16 after fn (a_out may be a).
+template <typename Fn>
+void forHalfBlocks(const uint16_t* a, const uint16_t* b, size_t count, uint16_t* a_out, Fn fn) {
+  float fa[kBlock], fb[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t n = std::min(kBlock, count - start);
+    halfToFloatBuffer(a + start, fa, n);
+    halfToFloatBuffer(b + start, fb, n);
+    fn(fa, fb, n);
+    if (a_out != nullptr) floatToHalfBuffer(fa, a_out + start, n);
+  }
+}
+
 }  // namespace
 
 bool adasumSupportsType(DataType dtype) {
@@ -50,18 +65,10 @@ DotAndNorms adasumDotAndNorms(const void* a, const void* b, size_t count, DataTy
     case DataType::kFloat64:
       accumulate(static_cast<const double*>(a), static_cast<const double*>(b), count, &out);
       return out;
-    case DataType::kFloat16: {
-      const auto* ha = static_cast<const uint16_t*>(a);
-      const auto* hb = static_cast<const uint16_t*>(b);
-      float fa[kBlock], fb[kBlock];
-      for (size_t start = 0; start < count; start += kBlock) {
-        const size_t n = std::min(kBlock, count - start);
-        halfToFloatBuffer(ha + start, fa, n);
-        halfToFloatBuffer(hb + start, fb, n);
-        accumulate(fa, fb, n, &out);
-      }
+    case DataType::kFloat16:
+      forHalfBlocks(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), count,
+                    nullptr, [&](float* fa, float* fb, size_t n) { accumulate(fa, fb, n, &out); });
       return out;
-    }
     default:
       break;
   }
@@ -86,15 +93,8 @@ void adasumScaledAdd(void* a, double ca, const void* b, double cb, size_t count,
       return scaledAdd(static_cast<double*>(a), ca, static_cast<const double*>(b), cb, count);
     case DataType::kFloat16: {
       auto* ha = static_cast<uint16_t*>(a);
-      const auto* hb = static_cast<const uint16_t*>(b);
-      float fa[kBlock], fb[kBlock];
-      for (size_t start = 0; start < count; start += kBlock) {
-        const size_t n = std::min(kBlock, count - start);
-        halfToFloatBuffer(ha + start, fa, n);
-        halfToFloatBuffer(hb + start, fb, n);
-        scaledAdd(fa, ca, fb, cb, n);
-        floatToHalfBuffer(fa, ha + start, n);
-      }
+      forHalfBlocks(ha, static_cast<const uint16_t*>(b), count, ha,
+                    [&](float* fa, float* fb, size_t n) { scaledAdd(fa, ca, fb, cb, n); });
       return;
     }
     default:

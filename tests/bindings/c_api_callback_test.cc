@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "single_rank_fixture.h"
 #include "tutti.h"
 
 namespace {
@@ -58,16 +59,7 @@ struct Buffers {
   tutti_tensor out{y.data(), TUTTI_FLOAT32, 1, shape, TUTTI_DEVICE_CPU, -1};
 };
 
-class CApiCallback : public ::testing::Test {
- protected:
-  void SetUp() override {
-    unsetenv("TUTTI_ELASTIC_WORKER_ID");
-    setenv("TUTTI_RANK", "0", 1);
-    setenv("TUTTI_SIZE", "1", 1);
-    setenv("TUTTI_BACKEND", "tcp", 1);
-  }
-  void TearDown() override { tutti_shutdown(); }
-};
+class CApiCallback : public SingleRankCApiTest {};
 
 TEST_F(CApiCallback, RunsOnceWithOkAndASecondCallbackIsRefused) {
   ASSERT_EQ(tutti_init(), TUTTI_OK);

@@ -7,20 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "single_rank_fixture.h"
 #include "tutti.h"
 
 namespace {
 
-class CApiHandles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    unsetenv("TUTTI_ELASTIC_WORKER_ID");
-    setenv("TUTTI_RANK", "0", 1);
-    setenv("TUTTI_SIZE", "1", 1);
-    setenv("TUTTI_BACKEND", "tcp", 1);
-  }
-  void TearDown() override { tutti_shutdown(); }
-};
+class CApiHandles : public SingleRankCApiTest {};
 
 // A completed, then released, allreduce of one rank; returns its handle.
 tutti_handle releasedAllreduce() {

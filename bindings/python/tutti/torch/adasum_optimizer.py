@@ -25,6 +25,16 @@ from tutti.torch import ops
 from tutti.torch.compression import Compression
 
 
+def check_backward_passes(remaining):
+    """Horovod's error for a gradient computed more than backward_passes_per_step
+    times before step(): `remaining` is the parameter's allreduce delay left."""
+    if remaining <= 0:
+        raise AssertionError(
+            "Gradients were computed more than backward_passes_per_step times "
+            "before call to step(). Increase backward_passes_per_step to "
+            "accumulate gradients locally.")
+
+
 def _check_compression(compression):
     """The Python-side compressor to run around each delta's Adasum (Horovod
     compresses the delta, reduces it, and decompresses). tutti's C++
@@ -96,11 +106,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     def _make_hook(self, p):
         def hook(*ignore):
             if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times "
-                        "before call to step(). Increase backward_passes_per_step to "
-                        "accumulate gradients locally.")
+                check_backward_passes(self._allreduce_delay[p])
             assert not p.grad.requires_grad
             assert self._allreduce_delay[p] > 0
             handle, ctx = None, None

@@ -341,11 +341,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         def hook(*ignore):
             if self._compress_updates or size() == 1:
                 return  # step() averages the updates instead, or there is no one to average with
-            if self._allreduce_delay[p] <= 0:
-                raise AssertionError(
-                    "Gradients were computed more than backward_passes_per_step times "
-                    "before call to step(). Increase backward_passes_per_step to "
-                    "accumulate gradients locally.")
+            adasum_optimizer.check_backward_passes(self._allreduce_delay[p])
             assert not p.grad.requires_grad
             self._allreduce_delay[p] -= 1
             group = self._p_to_group.get(p)
