@@ -90,6 +90,23 @@ def test_backward_passes_per_step_accumulates_locally():
     assert torch.allclose(flat(model), flat(reference), rtol=1e-5, atol=1e-6)
 
 
+def test_more_backward_passes_than_declared_raise_horovods_error():
+    if hvd.size() == 1:
+        pytest.skip("one rank: the hooks do not allreduce, so nothing counts the passes")
+    model = make_model(seed=5)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    x, y = global_batch(0, hvd.size())
+    opt.zero_grad()
+    F.mse_loss(model(x), y).backward()
+    with pytest.raises(AssertionError, match="more than backward_passes_per_step times"):
+        F.mse_loss(model(x), y).backward()
+    opt.step()  # the first pass's allreduces complete; the optimizer goes on
+    everyone = hvd.allgather(flat(model).unsqueeze(0), name="opt.check.extra_pass")
+    assert torch.equal(everyone, flat(model).unsqueeze(0).expand(hvd.size(), -1))
+
+
 def test_fp16_compression_close_to_single_process():
     r, s = hvd.rank(), hvd.size()
     model = make_model(seed=3)
