@@ -102,9 +102,11 @@ def test_more_backward_passes_than_declared_raise_horovods_error():
     F.mse_loss(model(x), y).backward()
     with pytest.raises(AssertionError, match="more than backward_passes_per_step times"):
         F.mse_loss(model(x), y).backward()
-    opt.step()  # the first pass's allreduces complete; the optimizer goes on
-    everyone = hvd.allgather(flat(model).unsqueeze(0), name="opt.check.extra_pass")
-    assert torch.equal(everyone, flat(model).unsqueeze(0).expand(hvd.size(), -1))
+    # The extra pass may have added into gradients whose allreduce was in
+    # flight (as in Horovod, they are not to be used): only let the first
+    # pass's allreduces finish, so that their names are free for later tests.
+    opt.synchronize()
+    opt.zero_grad()
 
 
 def test_fp16_compression_close_to_single_process():
