@@ -10,7 +10,9 @@ Loops allreduces (average) of --elements float32 until --stop-file exists on
 some rank (checked every step with a max-allreduce, so every rank stops at the
 same step), then shuts down. --early-exit-rank R: that rank leaves with exit
 code 0 at step 20 without shutting down. --bad-setting-rank R: that rank sets
-TUTTI_FUSION_THRESHOLD_BYTES=-1 before init. --marker is only there to find
+TUTTI_FUSION_THRESHOLD_BYTES=-1 before init. --compute-seconds S: each step
+first sleeps S s (a training step's compute: with a small --elements the
+ranks are then almost always between collectives). --marker is only there to find
 the job's processes by their command line.
 """
 import argparse
@@ -31,6 +33,7 @@ def main():
     ap.add_argument("--stop-file", default="")
     ap.add_argument("--early-exit-rank", type=int, default=-1)
     ap.add_argument("--bad-setting-rank", type=int, default=-1)
+    ap.add_argument("--compute-seconds", type=float, default=0)
     ap.add_argument("--marker", default="")
     args = ap.parse_args()
     if env_rank() == args.bad_setting_rank:
@@ -46,6 +49,7 @@ def main():
         t = torch.ones(args.elements)
         step = 0
         while True:
+            time.sleep(args.compute_seconds)
             hvd.allreduce_(t, name="grad", op=hvd.Average)
             step += 1
             if step == 3:

@@ -66,7 +66,11 @@
 // every pending handle with that status and closes the tensor queue with it.
 // Rank 0 also sends, best effort, a ResponseList with abort_code so workers
 // fail at once; then every rank closes its connections, so that peers still
-// waiting on it see the loss promptly instead of after the timeout.
+// waiting on it see the loss promptly instead of after the timeout. A rank
+// stopped or cut off between collectives, whose request the others wait
+// for, is seen by the transports' heartbeats (ops/peer_liveness.h): the
+// control peer that stops hearing from it fails with kPeerLost after
+// TUTTI_TIMEOUT_SECONDS, and the rest of this paragraph follows.
 //
 // Process sets (coordinator/process_sets.h). Every request names its set
 // (Request.process_set; 0 = every rank). The table is keyed by (set, name),

@@ -48,12 +48,13 @@ inline bool parseFinalizeGiveUpNotice(const std::string& line, int* rank, int* e
 }
 
 // The end of a timed-out MPI wait's error: "...; Open MPI cannot cancel the
-// call, so this job ends with MPI_Abort in 2 s".
-inline std::string mpiAbortNotice(double grace_seconds) {
+// call, so this job ends with MPI_Abort in 2 s" (`why` replaces the part
+// before ", so").
+inline std::string mpiAbortNotice(double grace_seconds,
+                                  const char* why = "Open MPI cannot cancel the call") {
   char secs[32];
   std::snprintf(secs, sizeof(secs), "%g", grace_seconds);
-  return std::string("Open MPI cannot cancel the call, so this job ends with MPI_Abort in ") +
-         secs + " s";
+  return std::string(why) + ", so this job ends with MPI_Abort in " + secs + " s";
 }
 
 // Finds an mpiAbortNotice in `line` and its grace; false when there is none.

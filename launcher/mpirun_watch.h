@@ -55,10 +55,13 @@ class FinalizeNoticeCounter {
 };
 
 struct MpirunWatch {
-  int np = 0;                       // ranks of the job; 0 (unknown): no bound after the ranks left
-  double exit_wait_seconds = 2;     // from the last rank's finalize notice to SIGTERM
-  double abort_margin_seconds = 1;  // after the announced MPI_Abort, to SIGTERM
-  double grace_seconds = 5;         // SIGTERM -> SIGKILL
+  int np = 0;                    // ranks of the job; 0 (unknown): no bound after the ranks left
+  double exit_wait_seconds = 2;  // from the last rank's finalize notice to SIGTERM
+  // After the announced MPI_Abort, to SIGTERM: a mpirun that can reach every
+  // daemon ends the job within milliseconds of the abort; one that cannot
+  // (a cut link) would wait forever.
+  double abort_margin_seconds = 0.25;
+  double grace_seconds = 5;  // SIGTERM -> SIGKILL
 };
 
 // Runs `argv` (argv[0] "mpirun", looked up in PATH) with tuttirun's

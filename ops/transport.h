@@ -54,6 +54,11 @@ class Transport {
 
   // Control channel. Workers may send only to rank 0; rank 0 to any worker.
   // Queued; sent in order; completes in the background of later calls.
+  // `bytes` is never empty (kInvalidArgument): an empty message is the
+  // transports' heartbeat (ops/peer_liveness.h), which the control peers
+  // exchange while they wait, so that pollControl() fails with kPeerLost
+  // naming a control peer (rank 0 for a worker, a worker for rank 0) not
+  // heard from for TUTTI_TIMEOUT_SECONDS (stopped, or its link cut).
   virtual Status sendControl(int peer, std::vector<uint8_t> bytes) = 0;
   // Returns control messages that have arrived (possibly during earlier
   // wait() calls), waiting for at least one until `deadline` or wake().

@@ -7,6 +7,7 @@
 
 #include "core/logging.h"
 #include "core/message.h"
+#include "core/mpi_exit_notices.h"
 #include "ops/mpi/mpi_environment.h"
 #include "ops/mpi/mpi_wait.h"
 
@@ -121,9 +122,11 @@ MpiTransport::MpiTransport(MPI_Comm comm, JobPlacement placement, int epoch, dou
       data_tag_(tagOf(epoch, kDataKind)),
       wedge_tag_(tagOf(epoch, kWedgeKind)),
       timeout_seconds_(timeout_seconds),
+      liveness_(placement.rank, placement.size, timeout_seconds),
       closed_by_(static_cast<size_t>(placement.size), false),
       backoff_(kMinBackoff) {
   setMpiWedgeListener([this](const std::string& why) { announceWedge(why); });
+  liveness_.start(Clock::now());
 }
 
 MpiTransport::~MpiTransport() {
@@ -297,10 +300,16 @@ Status MpiTransport::waitData(std::vector<MPI_Request>* requests, const std::vec
   return st;
 }
 
-MpiWaitScope MpiTransport::waitScope() const {
+MpiWaitScope MpiTransport::waitScope() {
   std::vector<int> ranks(static_cast<size_t>(placement_.size));
   for (int r = 0; r < placement_.size; ++r) ranks[static_cast<size_t>(r)] = r;
-  return MpiWaitScope{placement_.rank, mpiScopeName(ranks, true), timeout_seconds_};
+  MpiWaitScope scope{placement_.rank, mpiScopeName(ranks, true), timeout_seconds_, nullptr};
+  // The peers waiting in the negotiation meanwhile must hear from this rank.
+  scope.on_poll = [this] {
+    sendHeartbeats(Clock::now());
+    (void)progressSends();
+  };
+  return scope;
 }
 
 Status MpiTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
@@ -309,6 +318,9 @@ Status MpiTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
       (placement_.rank != 0 && peer != 0)) {
     return Status::internal("mpi transport: rank " + std::to_string(placement_.rank) +
                             " may not send control messages to rank " + std::to_string(peer));
+  }
+  if (bytes.empty()) {
+    return Status::invalidArgument("an empty control message is reserved for heartbeats");
   }
   if (bytes.size() > static_cast<size_t>(INT_MAX)) {
     return Status::internal("mpi transport: control message of " + std::to_string(bytes.size()) +
@@ -324,6 +336,7 @@ Status MpiTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
     return fail(rc, "MPI_Isend");
   }
   backoff_ = kMinBackoff;  // a reply is likely soon
+  liveness_.sent(peer, Clock::now());
   return progressSends();
 }
 
@@ -371,7 +384,8 @@ Status MpiTransport::receiveControl(std::vector<ControlMessage>* out) {
     msg.bytes.resize(static_cast<size_t>(count));
     rc = MPI_Mrecv(msg.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
-    out->push_back(std::move(msg));
+    liveness_.heard(msg.from_rank, Clock::now());
+    if (count > 0) out->push_back(std::move(msg));  // empty: a heartbeat
   }
   for (int from : closed) {
     closed_by_[static_cast<size_t>(from)] = true;
@@ -406,13 +420,49 @@ Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<Control
       return Status::ok();
     }
     const auto now = Clock::now();
+    liveness_.enterWait(now);
+    sendHeartbeats(now);
+    const auto open = [this](int p) { return !closed_by_[static_cast<size_t>(p)]; };
+    auto silent_until = Clock::time_point::max();
+    const int silent = liveness_.silentPeer(now, open, &silent_until);
+    if (silent >= 0) {
+      lock.unlock();
+      return loseSilentPeer(silent);
+    }
     if (now >= deadline) return Status::ok();
-    const auto sleep = std::min<Clock::duration>(backoff_, deadline - now);
+    const auto sleep = std::min<Clock::duration>(
+        {backoff_, deadline - now, silent_until - now, liveness_.nextHeartbeat(open) - now});
     wake_cv_.wait_for(lock, sleep, [this] { return woken_; });
+    liveness_.leftWait(Clock::now());
     if (Clock::now() - last_traffic_ > kHotWindow) {
       backoff_ = std::min<Clock::duration>(backoff_ * 2, kMaxBackoff);
     }
   }
+}
+
+void MpiTransport::sendHeartbeats(Clock::time_point now) {
+  if (!broken_.isOk() || mpiWedged()) return;
+  const auto open = [this](int p) { return !closed_by_[static_cast<size_t>(p)]; };
+  for (int peer : liveness_.heartbeatsDue(now, open)) {
+    sends_.emplace_back();
+    if (MPI_Isend(nullptr, 0, MPI_BYTE, peer, control_tag_, comm_, &sends_.back().request) !=
+        MPI_SUCCESS) {
+      sends_.pop_back();
+      return;
+    }
+    liveness_.sent(peer, now);
+  }
+}
+
+Status MpiTransport::loseSilentPeer(int peer) {
+  const double grace = mpiAbortGraceSeconds(timeout_seconds_);
+  const std::string why = liveness_.silenceMessage(peer) + "; " +
+                          mpiAbortNotice(grace, "an MPI job cannot go on without one of its ranks");
+  // Announced to the other ranks (the wedge listener) while the transport
+  // still sends; then MPI_Abort ends the job, the stopped rank with it.
+  wedgeMpi(why, grace);
+  if (broken_.isOk()) broken_ = Status::peerLost(peer, why);
+  return broken_;
 }
 
 void MpiTransport::wake() {

@@ -22,6 +22,14 @@
 // MPI_Waitall polls its progress engine (it yields the CPU when the node is
 // oversubscribed).
 //
+// Liveness (ops/peer_liveness.h): rank 0 and each worker send each other an
+// empty control message whenever they sent nothing for TUTTI_TIMEOUT_SECONDS
+// / 4, from pollControl() and from every bounded wait (the backend's
+// collectives too, through MpiWaitScope::on_poll); a control peer not heard
+// from for TUTTI_TIMEOUT_SECONDS while this rank waits in pollControl() (a
+// rank stopped between collectives, or its link cut) is kPeerLost naming it,
+// announced and followed by MPI_Abort as a wait that timed out.
+//
 // Tags: every transport of a process gets a new epoch, and its messages carry
 // tags of that epoch, so messages of an earlier runtime of this process that
 // nobody received (a peer that had gone) can never match a later one's.
@@ -71,6 +79,7 @@
 #include "core/settings.h"
 #include "ops/backend_registry.h"
 #include "ops/mpi/mpi_wait.h"
+#include "ops/peer_liveness.h"
 #include "ops/transport.h"
 
 namespace tutti {
@@ -95,7 +104,7 @@ class MpiTransport : public Transport {
   // tutti's communicator (errors return); the backend's collectives use it.
   MPI_Comm comm() const { return comm_; }
   // This rank, the global process set and TUTTI_TIMEOUT_SECONDS, for waits.
-  MpiWaitScope waitScope() const;
+  MpiWaitScope waitScope();
 
   OpId postSend(int peer, const void* data, size_t bytes) override;
   OpId postRecv(int peer, void* data, size_t bytes) override;
@@ -122,6 +131,11 @@ class MpiTransport : public Transport {
   // A worker's wedge notice received: rank 0 relays it to every worker as
   // its abort notice, then the transport breaks with its text.
   Status receiveWedgeNotices();
+  // Heartbeats (ops/peer_liveness.h): empty messages on the control tag.
+  void sendHeartbeats(Clock::time_point now);
+  // A control peer not heard from for the timeout: kPeerLost naming it,
+  // and the job ends as after a wait that timed out (wedgeMpi).
+  Status loseSilentPeer(int peer);
   // Waits for data requests exchanged with `peers` (ascending), bounded.
   Status waitData(std::vector<MPI_Request>* requests, const std::vector<int>& peers);
 
@@ -137,6 +151,7 @@ class MpiTransport : public Transport {
   const int data_tag_;
   const int wedge_tag_;
   const double timeout_seconds_;
+  PeerLiveness liveness_;
   Status broken_;                  // first error; ok while usable
   std::deque<PendingSend> sends_;  // control sends in flight, oldest first
   std::vector<bool> closed_by_;    // close notice received from that rank

@@ -16,6 +16,7 @@ Status waitMpiRequests(std::vector<MPI_Request>* requests, const char* call,
   int code = MPI_SUCCESS;
   const PollOutcome outcome = pollUntilIdle(
       [&] {
+        if (scope.on_poll) scope.on_poll();
         int completed = 0;
         code = MPI_Testsome(static_cast<int>(requests->size()), requests->data(), &completed,
                             indices.data(), MPI_STATUSES_IGNORE);

@@ -24,6 +24,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct MpiWaitScope {
   int rank = 0;                 // this process's rank in the job
   std::string where;            // e.g. "the global process set (ranks 0-3)"
   double timeout_seconds = 30;  // TUTTI_TIMEOUT_SECONDS
+  // Called on every poll of a wait (the transport's heartbeats,
+  // ops/peer_liveness.h); may be empty.
+  std::function<void()> on_poll;
 };
 
 // Waits for every request of `requests` (completed ones become

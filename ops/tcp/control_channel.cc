@@ -7,8 +7,10 @@ namespace tutti {
 
 using boost::system::error_code;
 
-ControlChannel::ControlChannel(int size, LinkHost& host, std::function<void(Status)> on_malformed)
+ControlChannel::ControlChannel(int size, LinkHost& host, PeerLiveness& liveness,
+                               std::function<void(Status)> on_malformed)
     : host_(host),
+      liveness_(liveness),
       on_malformed_(std::move(on_malformed)),
       peers_(static_cast<size_t>(size > 0 ? size : 1)) {}
 
@@ -17,6 +19,7 @@ void ControlChannel::install(int peer, std::shared_ptr<tcp::socket> socket) {
 }
 
 void ControlChannel::startReading() {
+  liveness_.start(PeerLiveness::Clock::now());
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (peers_[r].socket) startRead(static_cast<int>(r));
   }
@@ -44,6 +47,7 @@ bool ControlChannel::anyOpen() const {
 
 void ControlChannel::send(int peer, std::vector<uint8_t> bytes) {
   peers_[peer].out.push_back(framed(bytes));
+  liveness_.sent(peer, PeerLiveness::Clock::now());
   startWrite(peer);
 }
 
@@ -85,8 +89,10 @@ void ControlChannel::startRead(int peer) {
     q.body.resize(n);
     asio::async_read(*q.socket, asio::buffer(q.body), [this, peer](const error_code& ec2, size_t) {
       if (ec2) return failed(peer, ec2);
-      inbox_.push_back(ControlMessage{peer, std::move(peers_[peer].body)});
-      peers_[peer].body = {};
+      Peer& q2 = peers_[peer];
+      liveness_.heard(peer, PeerLiveness::Clock::now());
+      if (!q2.body.empty()) inbox_.push_back(ControlMessage{peer, std::move(q2.body)});
+      q2.body = {};
       startRead(peer);
     });
   });

@@ -6,6 +6,11 @@
 // frames are queued and written in order; incoming ones land in an inbox the
 // mesh empties. Not a public interface.
 //
+// Heartbeats (ops/peer_liveness.h): an empty frame (body length 0) is a
+// heartbeat; it never reaches the inbox (no serialized RequestList or
+// ResponseList is empty). Every frame sent and received is reported to the
+// PeerLiveness the mesh passes in.
+//
 // Failures: a connection that fails is closed and reported to the host
 // (LinkHost::linkFailed, kPeerLost naming the peer); a frame longer than
 // kMaxControlBytes breaks the whole transport (the `on_malformed` callback).
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "core/wire.h"
+#include "ops/peer_liveness.h"
 #include "ops/tcp/link.h"
 
 namespace tutti {
@@ -30,13 +36,16 @@ constexpr size_t kMaxControlBytes = 256u << 20;
 
 class ControlChannel {
  public:
-  // `size` ranks; `on_malformed(st)` breaks the transport with `st`.
-  ControlChannel(int size, LinkHost& host, std::function<void(Status)> on_malformed);
+  // `size` ranks; `on_malformed(st)` breaks the transport with `st`;
+  // `liveness` (outlives the channel) hears of every frame.
+  ControlChannel(int size, LinkHost& host, PeerLiveness& liveness,
+                 std::function<void(Status)> on_malformed);
 
   // Setup: the connection to `peer` (rank 0 <-> worker only).
   void install(int peer, std::shared_ptr<tcp::socket> socket);
   bool has(int peer) const { return peers_[peer].socket != nullptr; }
-  // Starts reading frames from every installed connection.
+  // Starts reading frames from every installed connection (and the
+  // liveness clocks).
   void startReading();
 
   // Queues one frame for `peer` (installed; bytes <= kMaxControlBytes).
@@ -51,6 +60,8 @@ class ControlChannel {
 
   std::deque<ControlMessage>& inbox() { return inbox_; }
 
+  bool isOpen(int peer) const { return peers_[peer].socket && peers_[peer].socket->is_open(); }
+
  private:
   struct Peer {
     std::shared_ptr<tcp::socket> socket;
@@ -64,6 +75,7 @@ class ControlChannel {
   void failed(int peer, const boost::system::error_code& ec);
 
   LinkHost& host_;
+  PeerLiveness& liveness_;
   std::function<void(Status)> on_malformed_;
   std::vector<Peer> peers_;  // by rank
   std::deque<ControlMessage> inbox_;

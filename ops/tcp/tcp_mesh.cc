@@ -2,6 +2,7 @@
 
 #include "ops/tcp/tcp_mesh.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/logging.h"
@@ -19,7 +20,8 @@ TcpMesh::TcpMesh(const Settings& settings)
       setup_timeout_s_(setupTimeoutSeconds(settings)),
       secret_(settings.secret),
       hostname_(settings.hostname),
-      control_(settings.size, *this, [this](Status st) { breakWith(std::move(st)); }),
+      liveness_(settings.rank, settings.size, settings.timeout_seconds),
+      control_(settings.size, *this, liveness_, [this](Status st) { breakWith(std::move(st)); }),
       links_(static_cast<size_t>(settings.size > 0 ? settings.size : 1)),
       zstd_level_(settings.compression_zstd_level),
       data_(links_.size()),
@@ -164,7 +166,18 @@ Status TcpMesh::drive(Done done, int watch_peer) {
     }
     bool moved = false;
     for (auto& link : links_) moved = (link && link->beforeSleep()) || moved;
-    if (!moved) runOneUntil(stall_at);
+    // Heartbeats go out during long collectives too: the peers waiting in
+    // the negotiation meanwhile must not take this rank for stopped.
+    const bool beat = sendHeartbeats(Clock::now());
+    if (!moved) {
+      liveness_.enterWait(Clock::now());
+      runOneUntil(std::min(stall_at, nextHeartbeat()));
+      liveness_.leftWait(Clock::now());
+    } else if (beat) {
+      liveness_.enterWait(Clock::now());
+      io_.poll();
+      liveness_.leftWait(Clock::now());
+    }
     for (auto& link : links_) {
       if (link) link->afterWake();
     }
@@ -213,6 +226,9 @@ Status TcpMesh::sendControl(int peer, std::vector<uint8_t> bytes) {
                                    std::to_string(peer) +
                                    ": control messages go between rank 0 and a worker");
   }
+  if (bytes.empty()) {
+    return Status::invalidArgument("an empty control message is reserved for heartbeats");
+  }
   if (bytes.size() > kMaxControlBytes) {
     return Status::invalidArgument("control message of " + std::to_string(bytes.size()) +
                                    " bytes exceeds the limit of " +
@@ -248,9 +264,32 @@ Status TcpMesh::pollControl(Clock::time_point deadline, std::vector<ControlMessa
     }
     if (!broken_.isOk()) return broken_;
     if (woken_.exchange(false)) return Status::ok();
-    if (Clock::now() >= deadline) return Status::ok();
-    runOneUntil(deadline);
+    const auto now = Clock::now();
+    liveness_.enterWait(now);
+    sendHeartbeats(now);
+    auto silent_until = Clock::time_point::max();
+    const int silent = liveness_.silentPeer(
+        now, [this](int p) { return control_.isOpen(p); }, &silent_until);
+    if (silent >= 0) {
+      breakWith(Status::peerLost(liveness_.silenceMessage(silent)), silent);
+      continue;
+    }
+    if (now >= deadline) return Status::ok();
+    runOneUntil(std::min({deadline, silent_until, nextHeartbeat()}));
+    liveness_.leftWait(Clock::now());
   }
+}
+
+bool TcpMesh::sendHeartbeats(Clock::time_point now) {
+  if (!broken_.isOk()) return false;
+  const auto due = liveness_.heartbeatsDue(now, [this](int p) { return control_.isOpen(p); });
+  for (int peer : due) control_.send(peer, {});
+  return !due.empty();
+}
+
+TcpMesh::Clock::time_point TcpMesh::nextHeartbeat() const {
+  if (!broken_.isOk()) return Clock::time_point::max();
+  return liveness_.nextHeartbeat([this](int p) { return control_.isOpen(p); });
 }
 
 Status TcpMesh::drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {

@@ -24,6 +24,7 @@
 
 #include "core/settings.h"
 #include "core/store.h"
+#include "ops/peer_liveness.h"
 #include "ops/tcp/control_channel.h"
 #include "ops/tcp/link.h"
 #include "ops/tcp/peer_records.h"
@@ -93,6 +94,9 @@ class TcpMesh final : public LinkHost {
   // it on time: TUTTI_CYCLE_TIME_MS=0.1 holds 0.1 ms, not 1 ms.
   void runOneUntil(Clock::time_point deadline);
   bool takeInbox(std::vector<ControlMessage>* out);
+  // Queues the heartbeats due (ops/peer_liveness.h); true if any.
+  bool sendHeartbeats(Clock::time_point now);
+  Clock::time_point nextHeartbeat() const;
 
   // tcp_connect.cc
   Status connectAll(Store& store, const std::string& advertise_host);
@@ -136,6 +140,7 @@ class TcpMesh final : public LinkHost {
   std::string secret_;
   std::string hostname_;
   auth::Key key_{};
+  PeerLiveness liveness_;  // before control_, which refers to it
   ControlChannel control_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; links_[rank_] null
   OpId next_id_ = 1;

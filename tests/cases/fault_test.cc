@@ -2,6 +2,7 @@
 // as forked processes (support/process_harness).
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -219,6 +220,111 @@ TEST_P(PeerLostMidCollectiveTest, SurvivorsNameTheRankThatLeft) {
 INSTANTIATE_TEST_SUITE_P(Cases, PeerLostMidCollectiveTest,
                          ::testing::Values(KillParam{4, 1}, KillParam{4, 2}, KillParam{5, 3}),
                          killName);
+
+// ---- 21 between collectives: a rank stops while the others negotiate -----------------
+// Heartbeats on the control channel (ops/tcp/tcp_mesh.h): a rank SIGSTOPped
+// between collectives, whose request the others then wait for, is lost after
+// TUTTI_TIMEOUT_SECONDS, not after the stall shutdown (1800 s).
+constexpr double kLivenessTimeoutSeconds = 2;
+
+class StoppedBetweenCollectivesTest : public ::testing::TestWithParam<KillParam> {};
+
+TEST_P(StoppedBetweenCollectivesTest, OthersFailWithPeerLostNamingTheStoppedRank) {
+  const auto [size, victim] = GetParam();
+  ClusterOptions options;
+  options.timeout_seconds = kLivenessTimeoutSeconds;
+  ProcessPlan plan;
+  plan.kill_rank = victim;  // once the others have failed (SIGKILL ends a stopped process)
+  for (int r = 0; r < size; ++r) {
+    if (r != victim) plan.kill_after_ready.push_back(r);
+  }
+  plan.kill_delay_seconds = 0.1;
+  plan.deadline_seconds = 60;
+  plan.require_clean_shutdown = false;
+  auto body = [victim = victim](Runtime& rt, ProcessRank& self) {
+    if (!warmupAllreduce(rt, self)) return;
+    if (rt.rank() == victim) {
+      ::raise(SIGSTOP);  // every thread stops, the background thread too
+      return;
+    }
+    HostTensor in(DataType::kFloat32, {64});
+    HostTensor out(DataType::kFloat32, {64});
+    Handle h = -1;
+    Status st = rt.allreduce(in.view(), out.view(), named("after_stop"), &h);
+    if (!self.check(st.isOk(), "enqueue: " + st.toString())) return;
+    const auto start = Clock::now();
+    st = rt.wait(h, 30);
+    const double waited = secondsSince(start);
+    self.signalReady();
+    self.check(st.code() == StatusCode::kPeerLost, "expected 'peer lost', got " + st.toString());
+    self.check(namesRank(st.message(), victim),
+               "message does not name rank " + std::to_string(victim) + ": " + st.message());
+    self.check(waited <= 3 * kLivenessTimeoutSeconds + 3,
+               "failed only after " + std::to_string(waited) + " s (timeout " +
+                   std::to_string(kLivenessTimeoutSeconds) + " s)");
+  };
+  const auto results = runProcessRanks(size, body, options, plan);
+  ASSERT_EQ(static_cast<int>(results.size()), size);
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.describe());
+    if (r.rank == victim) continue;
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, StoppedBetweenCollectivesTest,
+                         ::testing::Values(KillParam{3, 2}, KillParam{3, 0}, KillParam{2, 1}),
+                         killName);
+
+// The other side of the heartbeats: ranks that are alive but busy for several
+// timeouts are not taken for lost. Rank 1's program computes for 3 timeouts
+// before it submits; ranks 1 and 2 run a stream of set allreduces for as long
+// while rank 0, outside the set, waits in the negotiation for all three.
+TEST(LivenessTest, BusyRanksAreNotLost) {
+  constexpr double kTimeout = kLivenessTimeoutSeconds;
+  ClusterOptions options;
+  options.timeout_seconds = kTimeout;
+  ProcessPlan plan;
+  plan.deadline_seconds = 90;
+  auto body = [](Runtime& rt, ProcessRank& self) {
+    int32_t set = -1;
+    Status st = rt.addProcessSet({1, 2}, &set);
+    if (!self.check(st.isOk(), "add_process_set: " + st.toString())) return;
+    if (!warmupAllreduce(rt, self)) return;
+    if (rt.rank() == 1) std::this_thread::sleep_for(std::chrono::duration<double>(3 * kTimeout));
+    if (rt.rank() != 0) {
+      HostTensor big(DataType::kFloat32, {1 << 20});
+      HostTensor big_out(DataType::kFloat32, {1 << 20});
+      // Rank 1's clock decides when the stream ends: element 0 is 1 while it
+      // runs, and both members stop at the first sum of 0.
+      const auto until = Clock::now() + std::chrono::duration<double>(3 * kTimeout);
+      OpOptions opts = named("set_stream");
+      opts.process_set = set;
+      for (bool more = true; more;) {
+        big.fill([&](int64_t i) { return i == 0 && rt.rank() == 1 && Clock::now() < until; });
+        st = runOpStatus(
+            rt, [&](Handle* h) { return rt.allreduce(big.view(), big_out.view(), opts, h); });
+        if (!self.check(st.isOk(), "set allreduce: " + st.toString())) return;
+        more = static_cast<const float*>(big_out.data())[0] > 0.5f;
+      }
+    }
+    HostTensor in(DataType::kFloat32, {64});
+    HostTensor out(DataType::kFloat32, {64});
+    in.fill([&](int64_t i) { return i * (rt.rank() + 1); });
+    st = runOpStatus(
+        rt, [&](Handle* h) { return rt.allreduce(in.view(), out.view(), named("late"), h); });
+    if (!self.check(st.isOk(), "late allreduce: " + st.toString())) return;
+    self.check(elementsMatch(out, [](int64_t i) { return 6.0 * i; }), "late allreduce result");
+  };
+  const auto results = runProcessRanks(3, body, options, plan);
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.describe());
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 0);
+  }
+}
 
 // ---- 22. a rank never submits a tensor the others submitted ----------------------------
 using StallParam = std::tuple<int, int>;  // world size, rank that never submits

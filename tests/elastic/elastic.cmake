@@ -6,7 +6,7 @@ if(TARGET tuttirun AND TARGET tutti)
       --tuttirun $<TARGET_FILE:tuttirun>)
   set(_elastic_env "PYTHONPATH=${PROJECT_SOURCE_DIR}/bindings/python"
                    "TUTTI_LIBRARY=$<TARGET_FILE:tutti>")
-  foreach(_case kill_host link_down add_host min_np reset_limit)
+  foreach(_case kill_host link_down stop_host add_host min_np reset_limit)
     add_test(NAME elastic_${_case} COMMAND ${_elastic_driver} ${_case})
     set_tests_properties(elastic_${_case} PROPERTIES
       TIMEOUT 400 LABELS "elastic" SKIP_RETURN_CODE 77 ENVIRONMENT "${_elastic_env}")

@@ -8,6 +8,9 @@ Cases (issue 7):
                 the job finishes at size 2, checksums equal, no committed step
                 lost, the blacklisted host not used again, nothing left running
   link_down     the same, but the host's link is cut (processes live on)
+  stop_host     the same, but the host's ranks are SIGSTOPped between or
+                inside collectives (caught by the negotiation's heartbeats
+                or the data path's stall watch within TUTTI_TIMEOUT_SECONDS)
   add_host      discovery adds a host → size grows at the next commit and the
                 newcomers get the state (checksums equal at size 4)
   min_np        below --min-np for --elastic-timeout → fails naming the capacity
@@ -160,6 +163,9 @@ def run_fault_case(cluster, tmp, fault, timeout_flag="10"):
     if fault == "kill":
         n = cluster.kill_all("h2")
         check(n >= 2, "expected the workers of h2 to run there, found %d processes" % n)
+    elif fault == "stop":
+        n = cluster.stop_all("h2", "python3")
+        check(n >= 2, "expected the workers of h2 to run there, found %d processes" % n)
     else:
         cluster.cut_link("h2")
     took = recovery_seconds(job, t_fault, 0)
@@ -184,6 +190,11 @@ def case_kill_host(cluster, tmp):
 def case_link_down(cluster, tmp):
     took = run_fault_case(cluster, tmp, "link", timeout_flag="4")
     check(took < 4 + 10, "link-down recovery took %.1f s with TUTTI_TIMEOUT_SECONDS=4" % took)
+
+
+def case_stop_host(cluster, tmp):
+    took = run_fault_case(cluster, tmp, "stop", timeout_flag="4")
+    check(took < 4 + 10, "stopped-host recovery took %.1f s with TUTTI_TIMEOUT_SECONDS=4" % took)
 
 
 def case_add_host(cluster, tmp):
@@ -242,6 +253,7 @@ def case_reset_limit(cluster, tmp):
 CASES = {
     "kill_host": (case_kill_host, ["h1", "h2"]),
     "link_down": (case_link_down, ["h1", "h2"]),
+    "stop_host": (case_stop_host, ["h1", "h2"]),
     "add_host": (case_add_host, ["h1", "h2"]),
     "min_np": (case_min_np, ["h1", "h2"]),
     "reset_limit": (case_reset_limit, ["h1", "h2", "h3"]),

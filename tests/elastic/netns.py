@@ -140,6 +140,25 @@ class NetnsCluster:
             _kill(pid)
         return len(pids)
 
+    def stop_all(self, name, comm):
+        """SIGSTOPs every process of host `name` whose command name (/proc/PID/comm)
+        is `comm` (they stay, frozen; tuttirun's remote shell there does not);
+        returns how many."""
+        pids = []
+        for pid in self.pids(name):
+            try:
+                with open("/proc/%d/comm" % pid) as f:
+                    if f.read().strip() == comm:
+                        pids.append(pid)
+            except OSError:
+                pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        return len(pids)
+
     def cut_link(self, name):
         """Takes host `name`'s link down: its processes live on, unreachable."""
         _ip("link", "set", self._veth(name), "down")

@@ -6,6 +6,13 @@
 // after TUTTI_TIMEOUT_SECONDS naming the call, and the job must end with
 // MPI_Abort even though they do not exit (they sleep after the error).
 //
+// Mode "between" (argv[2]): a Runtime on the mpi backend instead, so that
+// the negotiation runs between the collectives. After one allreduce the stop
+// rank stops itself at once and the others enqueue a second allreduce, which
+// waits in the negotiation for the stopped rank's request (no MPI call is
+// pending there): they must fail after TUTTI_TIMEOUT_SECONDS by the
+// heartbeats (ops/peer_liveness.h), naming the stopped rank.
+//
 // Output lines (flushed):
 //   running rank R                      after the first allreduce
 //   stopping rank R at T                (T: seconds since the epoch)
@@ -18,9 +25,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "coordinator/runtime.h"
 #include "ops/mpi/mpi_backend.h"
 #include "ops/mpi/mpi_transport.h"
 
@@ -32,9 +41,55 @@ double now() {
 
 }  // namespace
 
+// The "between" mode (see the header); returns the exit status.
+int runBetween(int stop_rank) {
+  using namespace tutti;
+  Settings settings;
+  Status st = loadSettings(processEnv(), &settings);
+  std::unique_ptr<Runtime> rt;
+  if (st.isOk()) st = Runtime::create(settings, &rt);
+  if (!st.isOk()) {
+    std::printf("setup failed: %s\n", st.toString().c_str());
+    return 2;
+  }
+  const int rank = rt->rank();
+  std::vector<float> in(1024, 1.0f), out(1024);
+  const TensorView in_view{in.data(), DataType::kFloat32, {1024}};
+  const TensorView out_view{out.data(), DataType::kFloat32, {1024}};
+  for (int step = 0;; ++step) {
+    OpOptions opts;
+    opts.name = "between." + std::to_string(step);
+    const auto start = std::chrono::steady_clock::now();
+    Handle h = -1;
+    st = rt->allreduce(in_view, out_view, opts, &h);
+    if (st.isOk()) st = rt->wait(h);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!st.isOk()) {
+      std::printf("error rank %d after %.3f s at %.3f: %s\n", rank, took, now(),
+                  st.toString().c_str());
+      std::fflush(stdout);
+      break;
+    }
+    if (step == 0) {
+      std::printf("running rank %d\n", rank);
+      std::fflush(stdout);
+      if (rank == stop_rank) {
+        std::printf("stopping rank %d at %.3f\n", rank, now());
+        std::fflush(stdout);
+        ::raise(SIGSTOP);
+      }
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  std::printf("still alive rank %d\n", rank);
+  return 1;
+}
+
 int main(int argc, char** argv) {
   using namespace tutti;
   const int stop_rank = argc > 1 ? std::atoi(argv[1]) : 1;
+  if (argc > 2 && std::string(argv[2]) == "between") return runBetween(stop_rank);
   Settings settings;
   Status st = loadSettings(processEnv(), &settings);
   std::unique_ptr<MpiTransport> transport;

@@ -3,7 +3,12 @@
 ranks fail after TUTTI_TIMEOUT_SECONDS naming the call, the process set and
 the timeout, and the job ends (MPI_Abort) with nothing left running.
 
-    stop_rank_test.py --tuttirun PATH --program PATH [--np 3] [--timeout 2]
+With --between the rank stops between two collectives of a tutti runtime,
+while the others wait in the negotiation: they fail after the timeout
+naming the stopped rank ("rank 1: nothing heard for 2 s
+(TUTTI_TIMEOUT_SECONDS)", the heartbeats of ops/peer_liveness.h).
+
+    stop_rank_test.py --tuttirun PATH --program PATH [--np 3] [--timeout 2] [--between]
 
 The program is tests/mpi/mpi_stop_rank.cc (see its header for its lines).
 """
@@ -40,12 +45,13 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--np", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=2.0)
+    ap.add_argument("--between", action="store_true")
     args = ap.parse_args()
     marker = "stoprank" + uuid.uuid4().hex[:8]
     env = dict(os.environ, TUTTI_TIMEOUT_SECONDS=str(args.timeout), TUTTI_TEST_MARKER=marker)
     stop_rank = 1
     cmd = [args.tuttirun, "--mpi", "-np", str(args.np), "-x", "TUTTI_TEST_MARKER",
-           args.program, str(stop_rank)]
+           args.program, str(stop_rank)] + (["between"] if args.between else [])
     # Start-up included: well under a minute even on a loaded machine.
     limit = 90
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -80,15 +86,18 @@ def main():
         failures.append("expected one 'stopping rank' line, found %d" % len(stops))
     errors = {int(m.group(1)): m for m in ERROR.finditer(out)}
     survivors = [r for r in range(args.np) if r != stop_rank]
-    timeout_text = "made no progress for %g s (TUTTI_TIMEOUT_SECONDS)" % args.timeout
+    between_parts = ("rank %d: nothing heard for %g s (TUTTI_TIMEOUT_SECONDS)"
+                     % (stop_rank, args.timeout), "MPI_Abort")
     for r in survivors:
         m = errors.get(r)
         if m is None:
             failures.append("rank %d printed no error" % r)
             continue
         took, message = float(m.group(2)), m.group(4)
-        for part in ("rank %d: MPI_Iallreduce" % r, "the global process set (ranks 0-%d)"
-                     % (args.np - 1), timeout_text, "MPI_Abort"):
+        parts = between_parts if args.between else (
+            "rank %d: MPI_Iallreduce" % r, "the global process set (ranks 0-%d)" % (args.np - 1),
+            "made no progress for %g s (TUTTI_TIMEOUT_SECONDS)" % args.timeout, "MPI_Abort")
+        for part in parts:
             if part not in message:
                 failures.append("rank %d's error lacks %r: %s" % (r, part, message))
         # Not before the timeout; the upper bound only catches a wait that
@@ -104,9 +113,10 @@ def main():
         failures.append("the job ended %.1f s after the stop" % (ended - stops[0]))
     if failures:
         sys.exit("FAIL:\n  " + "\n  ".join(failures))
-    print("OK: %d ranks failed naming MPI_Iallreduce after the %g s timeout; tuttirun exit %d; "
+    print("OK: %d ranks failed naming %s after the %g s timeout; tuttirun exit %d; "
           "job ended %.1f s after the stop; nothing left running"
-          % (len(survivors), args.timeout, proc.returncode, ended - stops[0]))
+          % (len(survivors), "the stopped rank" if args.between else "MPI_Iallreduce",
+             args.timeout, proc.returncode, ended - stops[0]))
 
 
 if __name__ == "__main__":

@@ -183,7 +183,7 @@ TEST_F(TcpTransportTest, ControlMessagesBothWays) {
         std::vector<ControlMessage> msgs;
         ASSERT_TRUE(t.pollControl(deadline, &msgs).isOk());
         for (auto& m : msgs) {
-          // Two messages per worker, in order: "w<r>a", then an empty one.
+          // Two messages per worker, in order: "w<r>a", then "w<r>b".
           int key = m.from_rank * 2 + (got.count(m.from_rank * 2) ? 1 : 0);
           got[key] = m.bytes;
         }
@@ -191,7 +191,7 @@ TEST_F(TcpTransportTest, ControlMessagesBothWays) {
       ASSERT_EQ(got.size(), static_cast<size_t>(2 * (n - 1)));
       for (int r = 1; r < n; ++r) {
         EXPECT_EQ(got[2 * r], std::vector<uint8_t>({'w', static_cast<uint8_t>('0' + r), 'a'}));
-        EXPECT_TRUE(got[2 * r + 1].empty());
+        EXPECT_EQ(got[2 * r + 1], std::vector<uint8_t>({'w', static_cast<uint8_t>('0' + r), 'b'}));
         ASSERT_TRUE(t.sendControl(r, std::vector<uint8_t>(100000, static_cast<uint8_t>(r))).isOk());
       }
       EXPECT_EQ(t.sendControl(0, {1}).code(), StatusCode::kInvalidArgument);
@@ -201,7 +201,9 @@ TEST_F(TcpTransportTest, ControlMessagesBothWays) {
       ASSERT_TRUE(t.pollControl(Clock::now() + 10s, &msgs).isOk());  // the "done" messages
     } else {
       ASSERT_TRUE(t.sendControl(0, {'w', static_cast<uint8_t>('0' + me), 'a'}).isOk());
-      ASSERT_TRUE(t.sendControl(0, {}).isOk());
+      // An empty message is a heartbeat (ops/peer_liveness.h): refused.
+      EXPECT_EQ(t.sendControl(0, {}).code(), StatusCode::kInvalidArgument);
+      ASSERT_TRUE(t.sendControl(0, {'w', static_cast<uint8_t>('0' + me), 'b'}).isOk());
       EXPECT_EQ(t.sendControl(n - me, {1}).code(),
                 StatusCode::kInvalidArgument);  // worker to worker
       std::vector<ControlMessage> msgs;
