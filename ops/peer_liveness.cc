@@ -7,17 +7,20 @@
 
 namespace tutti {
 
-PeerLiveness::PeerLiveness(int rank, int size, double timeout_seconds)
+PeerLiveness::PeerLiveness(int rank, int size, double timeout_seconds, double first_timeout_seconds)
     : rank_(rank),
       timeout_seconds_(timeout_seconds),
       timeout_(secondsToDuration(timeout_seconds)),
+      first_timeout_(std::max(timeout_, secondsToDuration(first_timeout_seconds))),
       interval_(timeout_ / 4),
       sent_at_(static_cast<size_t>(size > 0 ? size : 1)),
-      heard_at_(sent_at_.size()) {}
+      heard_at_(sent_at_.size()),
+      heard_any_(sent_at_.size(), false) {}
 
 void PeerLiveness::start(Clock::time_point now) {
   std::fill(sent_at_.begin(), sent_at_.end(), now);
   std::fill(heard_at_.begin(), heard_at_.end(), now);
+  std::fill(heard_any_.begin(), heard_any_.end(), false);
   last_wait_ = now;
   resumed_at_ = now;
 }
@@ -33,6 +36,7 @@ void PeerLiveness::sent(int peer, Clock::time_point now) {
 
 void PeerLiveness::heard(int peer, Clock::time_point now) {
   heard_at_[static_cast<size_t>(peer)] = now;
+  heard_any_[static_cast<size_t>(peer)] = true;
 }
 
 std::vector<int> PeerLiveness::heartbeatsDue(Clock::time_point now, const IsOpen& open) const {
@@ -64,7 +68,9 @@ int PeerLiveness::silentPeer(Clock::time_point now, const IsOpen& open,
   *until = Clock::time_point::max();
   for (int peer = 0; peer < static_cast<int>(heard_at_.size()); ++peer) {
     if (!isControlPeer(peer) || !open(peer)) continue;
-    const auto at = std::max(heard_at_[static_cast<size_t>(peer)], resumed_at_) + timeout_;
+    const auto p = static_cast<size_t>(peer);
+    const auto at =
+        std::max(heard_at_[p], resumed_at_) + (heard_any_[p] ? timeout_ : first_timeout_);
     if (now >= at) return peer;
     *until = std::min(*until, at);
   }

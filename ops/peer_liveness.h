@@ -19,10 +19,12 @@
 // This rank's own gaps do not count against its peers: after a gap of more
 // than interval()/2 without running its transport (a long reduction on the
 // CPU, a CUDA wait), every peer gets a whole timeout from its end, since the
-// heartbeats it sent meanwhile may still wait unread. What is not covered: a
-// peer whose background thread spends more than 3/4 of the timeout outside
-// the transport's waits sends nothing meanwhile and is taken for lost (no
-// tcp or mpi step of tutti's does that; see docs/reliability.md).
+// heartbeats it sent meanwhile may still wait unread. Before a peer's first
+// frame the bound is `first_timeout_seconds` (connection set-up). Not
+// covered: a peer whose background thread spends more than 3/4 of the
+// timeout outside the transport's waits sends nothing meanwhile and is
+// taken for lost (no tcp or mpi step does; a long CUDA wait on the device
+// path can: docs/negotiation.md, "Liveness between collectives").
 //
 // Threading: the transport's thread only.
 
@@ -41,7 +43,10 @@ class PeerLiveness {
   // Whether the connection to a peer is open (a closed one is not watched).
   using IsOpen = std::function<bool(int peer)>;
 
-  PeerLiveness(int rank, int size, double timeout_seconds);
+  // `first_timeout_seconds` (at least the timeout) bounds the silence
+  // before a peer's first frame: a peer may still be connecting to others
+  // (TcpMesh's setup timeout) when this rank starts waiting.
+  PeerLiveness(int rank, int size, double timeout_seconds, double first_timeout_seconds);
 
   // The clocks start: every peer counts as sent to and heard from `now`.
   void start(Clock::time_point now);
@@ -73,9 +78,11 @@ class PeerLiveness {
   int rank_;
   double timeout_seconds_;
   Clock::duration timeout_;
+  Clock::duration first_timeout_;
   Clock::duration interval_;
   std::vector<Clock::time_point> sent_at_;   // by rank
   std::vector<Clock::time_point> heard_at_;  // by rank
+  std::vector<bool> heard_any_;              // by rank: a frame arrived
   Clock::time_point last_wait_{};
   Clock::time_point resumed_at_{};
 };

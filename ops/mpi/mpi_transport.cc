@@ -122,7 +122,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, JobPlacement placement, int epoch, dou
       data_tag_(tagOf(epoch, kDataKind)),
       wedge_tag_(tagOf(epoch, kWedgeKind)),
       timeout_seconds_(timeout_seconds),
-      liveness_(placement.rank, placement.size, timeout_seconds),
+      liveness_(placement.rank, placement.size, timeout_seconds, timeout_seconds),
       closed_by_(static_cast<size_t>(placement.size), false),
       backoff_(kMinBackoff) {
   setMpiWedgeListener([this](const std::string& why) { announceWedge(why); });
@@ -305,8 +305,11 @@ MpiWaitScope MpiTransport::waitScope() {
   for (int r = 0; r < placement_.size; ++r) ranks[static_cast<size_t>(r)] = r;
   MpiWaitScope scope{placement_.rank, mpiScopeName(ranks, true), timeout_seconds_, nullptr};
   // The peers waiting in the negotiation meanwhile must hear from this rank.
+  // A collective's wait is a wait: its time is no gap of this rank's.
   scope.on_poll = [this] {
-    sendHeartbeats(Clock::now());
+    const auto now = Clock::now();
+    liveness_.enterWait(now);
+    sendHeartbeats(now);
     (void)progressSends();
   };
   return scope;
@@ -403,10 +406,20 @@ Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<Control
   while (true) {
     TUTTI_RETURN_IF_ERROR(progressSends());
     const bool was_ok = broken_.isOk();
-    Status st = receiveControl(out);
+    Status st = receiveControl(out);  // heartbeats that arrived are heard here
+    // Liveness first, also while messages keep coming (a busy stream must
+    // neither silence this rank nor hide a stopped peer).
+    const auto now = Clock::now();
+    liveness_.enterWait(now);
+    sendHeartbeats(now);
+    const auto open = [this](int p) { return !closed_by_[static_cast<size_t>(p)]; };
+    auto silent_until = Clock::time_point::max();
+    const int silent =
+        st.isOk() && broken_.isOk() ? liveness_.silentPeer(now, open, &silent_until) : -1;
+    if (silent >= 0) (void)loseSilentPeer(silent);
     if (!out->empty()) {
-      // Messages that arrived before a close notice are delivered first; the
-      // loss is reported by the next call.
+      // Messages that arrived before a close notice (or the silence) are
+      // delivered first; the loss is reported by the next call.
       backoff_ = kMinBackoff;
       last_traffic_ = Clock::now();
       return Status::ok();
@@ -419,19 +432,9 @@ Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<Control
       last_traffic_ = Clock::now();
       return Status::ok();
     }
-    const auto now = Clock::now();
-    liveness_.enterWait(now);
-    sendHeartbeats(now);
-    const auto open = [this](int p) { return !closed_by_[static_cast<size_t>(p)]; };
-    auto silent_until = Clock::time_point::max();
-    const int silent = liveness_.silentPeer(now, open, &silent_until);
-    if (silent >= 0) {
-      lock.unlock();
-      return loseSilentPeer(silent);
-    }
     if (now >= deadline) return Status::ok();
-    const auto sleep = std::min<Clock::duration>(
-        {backoff_, deadline - now, silent_until - now, liveness_.nextHeartbeat(open) - now});
+    const auto sleep =
+        std::min<Clock::duration>({backoff_, deadline - now, silent_until - now, next_beat_ - now});
     wake_cv_.wait_for(lock, sleep, [this] { return woken_; });
     liveness_.leftWait(Clock::now());
     if (Clock::now() - last_traffic_ > kHotWindow) {
@@ -441,17 +444,22 @@ Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<Control
 }
 
 void MpiTransport::sendHeartbeats(Clock::time_point now) {
-  if (!broken_.isOk() || mpiWedged()) return;
+  if (!broken_.isOk() || mpiWedged()) {
+    next_beat_ = Clock::time_point::max();
+    return;
+  }
+  if (now < next_beat_) return;  // the common case (every poll of a wait): one comparison
   const auto open = [this](int p) { return !closed_by_[static_cast<size_t>(p)]; };
   for (int peer : liveness_.heartbeatsDue(now, open)) {
     sends_.emplace_back();
     if (MPI_Isend(nullptr, 0, MPI_BYTE, peer, control_tag_, comm_, &sends_.back().request) !=
         MPI_SUCCESS) {
       sends_.pop_back();
-      return;
+      break;
     }
     liveness_.sent(peer, now);
   }
+  next_beat_ = liveness_.nextHeartbeat(open);
 }
 
 Status MpiTransport::loseSilentPeer(int peer) {

@@ -152,6 +152,7 @@ class MpiTransport : public Transport {
   const int wedge_tag_;
   const double timeout_seconds_;
   PeerLiveness liveness_;
+  Clock::time_point next_beat_{};  // sendHeartbeats()
   Status broken_;                  // first error; ok while usable
   std::deque<PendingSend> sends_;  // control sends in flight, oldest first
   std::vector<bool> closed_by_;    // close notice received from that rank

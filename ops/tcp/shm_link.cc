@@ -44,8 +44,11 @@ bool ShmLink::step(std::deque<Op>& ops, bool send, bool* moved) {
 
 bool ShmLink::pump() {
   if (!busy()) return false;
+  // At most this much per call, so that the mesh's loop comes round (the
+  // negotiation's heartbeats, ops/peer_liveness.h) during a long transfer.
+  constexpr size_t kPumpBudgetBytes = size_t{64} << 20;
   bool moved = false;
-  while (open()) {
+  for (size_t chunks = 0; open() && chunks * kShmChunkBytes < kPumpBudgetBytes; ++chunks) {
     bool stepped = false;
     if (!step(sends_, true, &stepped) || !step(recvs_, false, &stepped)) return false;
     if (!stepped) break;

@@ -20,7 +20,7 @@ TcpMesh::TcpMesh(const Settings& settings)
       setup_timeout_s_(setupTimeoutSeconds(settings)),
       secret_(settings.secret),
       hostname_(settings.hostname),
-      liveness_(settings.rank, settings.size, settings.timeout_seconds),
+      liveness_(settings.rank, settings.size, settings.timeout_seconds, setup_timeout_s_),
       control_(settings.size, *this, liveness_, [this](Status st) { breakWith(std::move(st)); }),
       links_(static_cast<size_t>(settings.size > 0 ? settings.size : 1)),
       zstd_level_(settings.compression_zstd_level),
@@ -171,7 +171,7 @@ Status TcpMesh::drive(Done done, int watch_peer) {
     const bool beat = sendHeartbeats(Clock::now());
     if (!moved) {
       liveness_.enterWait(Clock::now());
-      runOneUntil(std::min(stall_at, nextHeartbeat()));
+      runOneUntil(std::min(stall_at, next_beat_));
       liveness_.leftWait(Clock::now());
     } else if (beat) {
       liveness_.enterWait(Clock::now());
@@ -256,6 +256,13 @@ Status TcpMesh::pollControl(Clock::time_point deadline, std::vector<ControlMessa
     for (auto& link : links_) {
       if (link) link->pump();
     }
+    // Liveness first, also while messages keep coming (a busy stream must
+    // neither silence this rank nor hide a stopped peer).
+    const auto now = Clock::now();
+    liveness_.enterWait(now);
+    sendHeartbeats(now);
+    auto silent_until = Clock::time_point::max();
+    if (broken_.isOk() && loseSilentPeer(&silent_until)) continue;
     // Messages that arrived before a break are delivered first: they may
     // explain it (rank 0's abort notice names the rank that was lost).
     if (takeInbox(out)) {
@@ -264,32 +271,37 @@ Status TcpMesh::pollControl(Clock::time_point deadline, std::vector<ControlMessa
     }
     if (!broken_.isOk()) return broken_;
     if (woken_.exchange(false)) return Status::ok();
-    const auto now = Clock::now();
-    liveness_.enterWait(now);
-    sendHeartbeats(now);
-    auto silent_until = Clock::time_point::max();
-    const int silent = liveness_.silentPeer(
-        now, [this](int p) { return control_.isOpen(p); }, &silent_until);
-    if (silent >= 0) {
-      breakWith(Status::peerLost(liveness_.silenceMessage(silent)), silent);
-      continue;
-    }
     if (now >= deadline) return Status::ok();
-    runOneUntil(std::min({deadline, silent_until, nextHeartbeat()}));
+    runOneUntil(std::min({deadline, silent_until, next_beat_}));
     liveness_.leftWait(Clock::now());
   }
 }
 
-bool TcpMesh::sendHeartbeats(Clock::time_point now) {
-  if (!broken_.isOk()) return false;
-  const auto due = liveness_.heartbeatsDue(now, [this](int p) { return control_.isOpen(p); });
-  for (int peer : due) control_.send(peer, {});
-  return !due.empty();
+bool TcpMesh::loseSilentPeer(Clock::time_point* until) {
+  const auto open = [this](int p) { return control_.isOpen(p); };
+  if (liveness_.silentPeer(Clock::now(), open, until) < 0) return false;
+  // Frames that arrived but whose handlers have not run yet count.
+  io_.poll();
+  const int silent = liveness_.silentPeer(Clock::now(), open, until);
+  if (silent < 0) return false;
+  breakWith(Status::peerLost(liveness_.silenceMessage(silent)), silent);
+  // Nothing more is written to it: a stopped peer's full socket would block
+  // the abort notice's synchronous write (lastWords).
+  control_.close(silent);
+  return true;
 }
 
-TcpMesh::Clock::time_point TcpMesh::nextHeartbeat() const {
-  if (!broken_.isOk()) return Clock::time_point::max();
-  return liveness_.nextHeartbeat([this](int p) { return control_.isOpen(p); });
+bool TcpMesh::sendHeartbeats(Clock::time_point now) {
+  if (!broken_.isOk()) {
+    next_beat_ = Clock::time_point::max();
+    return false;
+  }
+  if (now < next_beat_) return false;  // the common case: one comparison
+  const auto open = [this](int p) { return control_.isOpen(p); };
+  const auto due = liveness_.heartbeatsDue(now, open);
+  for (int peer : due) control_.send(peer, {});
+  next_beat_ = liveness_.nextHeartbeat(open);
+  return !due.empty();
 }
 
 Status TcpMesh::drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {

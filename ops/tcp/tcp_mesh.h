@@ -94,9 +94,13 @@ class TcpMesh final : public LinkHost {
   // it on time: TUTTI_CYCLE_TIME_MS=0.1 holds 0.1 ms, not 1 ms.
   void runOneUntil(Clock::time_point deadline);
   bool takeInbox(std::vector<ControlMessage>* out);
-  // Queues the heartbeats due (ops/peer_liveness.h); true if any.
+  // Queues the heartbeats due (ops/peer_liveness.h); true if any. Keeps
+  // next_beat_, when the next one falls due.
   bool sendHeartbeats(Clock::time_point now);
-  Clock::time_point nextHeartbeat() const;
+  // A control peer not heard from for the timeout: the transport breaks
+  // naming it and its control connection closes; true then. Else *until is
+  // when the next one would be.
+  bool loseSilentPeer(Clock::time_point* until);
 
   // tcp_connect.cc
   Status connectAll(Store& store, const std::string& advertise_host);
@@ -141,6 +145,7 @@ class TcpMesh final : public LinkHost {
   std::string hostname_;
   auth::Key key_{};
   PeerLiveness liveness_;  // before control_, which refers to it
+  Clock::time_point next_beat_{};
   ControlChannel control_;
   std::vector<std::unique_ptr<Link>> links_;  // by rank; links_[rank_] null
   OpId next_id_ = 1;

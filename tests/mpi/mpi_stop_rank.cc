@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,30 +40,16 @@ double now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-}  // namespace
-
-// The "between" mode (see the header); returns the exit status.
-int runBetween(int stop_rank) {
-  using namespace tutti;
-  Settings settings;
-  Status st = loadSettings(processEnv(), &settings);
-  std::unique_ptr<Runtime> rt;
-  if (st.isOk()) st = Runtime::create(settings, &rt);
-  if (!st.isOk()) {
-    std::printf("setup failed: %s\n", st.toString().c_str());
-    return 2;
-  }
-  const int rank = rt->rank();
-  std::vector<float> in(1024, 1.0f), out(1024);
-  const TensorView in_view{in.data(), DataType::kFloat32, {1024}};
-  const TensorView out_view{out.data(), DataType::kFloat32, {1024}};
-  for (int step = 0;; ++step) {
-    OpOptions opts;
-    opts.name = "between." + std::to_string(step);
+// The loop both modes share: `step(i)` runs collective i. After the first,
+// rank `stop_rank` stops itself: at once (`stop_at_once`, between two
+// collectives) or 0.3 s later from a thread of its own (inside one). After an
+// error the program keeps it to itself: the job must still end (MPI_Abort
+// from tutti's own thread). Returns the exit status.
+int stepUntilError(int rank, int stop_rank, bool stop_at_once,
+                   const std::function<tutti::Status(int)>& step) {
+  for (int i = 0;; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    Handle h = -1;
-    st = rt->allreduce(in_view, out_view, opts, &h);
-    if (st.isOk()) st = rt->wait(h);
+    const tutti::Status st = step(i);
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!st.isOk()) {
@@ -71,20 +58,55 @@ int runBetween(int stop_rank) {
       std::fflush(stdout);
       break;
     }
-    if (step == 0) {
-      std::printf("running rank %d\n", rank);
+    if (i != 0) continue;
+    std::printf("running rank %d\n", rank);
+    std::fflush(stdout);
+    if (rank != stop_rank) continue;
+    auto stop = [rank] {
+      std::printf("stopping rank %d at %.3f\n", rank, now());
       std::fflush(stdout);
-      if (rank == stop_rank) {
-        std::printf("stopping rank %d at %.3f\n", rank, now());
-        std::fflush(stdout);
-        ::raise(SIGSTOP);
-      }
+      ::raise(SIGSTOP);
+    };
+    if (stop_at_once) {
+      stop();
+    } else {
+      std::thread([stop] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        stop();
+      }).detach();
     }
   }
   std::this_thread::sleep_for(std::chrono::seconds(60));
   std::printf("still alive rank %d\n", rank);
   return 1;
 }
+
+int setupFailed(const tutti::Status& st) {
+  std::printf("setup failed: %s\n", st.toString().c_str());
+  return 2;
+}
+
+// The "between" mode (see the header).
+int runBetween(int stop_rank) {
+  using namespace tutti;
+  Settings settings;
+  Status st = loadSettings(processEnv(), &settings);
+  std::unique_ptr<Runtime> rt;
+  if (st.isOk()) st = Runtime::create(settings, &rt);
+  if (!st.isOk()) return setupFailed(st);
+  std::vector<float> in(1024, 1.0f), out(1024);
+  const TensorView in_view{in.data(), DataType::kFloat32, {1024}};
+  const TensorView out_view{out.data(), DataType::kFloat32, {1024}};
+  return stepUntilError(rt->rank(), stop_rank, true, [&](int i) {
+    OpOptions opts;
+    opts.name = "between." + std::to_string(i);
+    Handle h = -1;
+    Status s = rt->allreduce(in_view, out_view, opts, &h);
+    return s.isOk() ? rt->wait(h) : s;
+  });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace tutti;
@@ -94,40 +116,10 @@ int main(int argc, char** argv) {
   Status st = loadSettings(processEnv(), &settings);
   std::unique_ptr<MpiTransport> transport;
   if (st.isOk()) st = MpiTransport::connect(settings, &transport);
-  if (!st.isOk()) {
-    std::printf("setup failed: %s\n", st.toString().c_str());
-    return 2;
-  }
+  if (!st.isOk()) return setupFailed(st);
   MpiBackend backend(*transport);
-  const int rank = backend.rank();
   std::vector<float> buf(size_t{1} << 22, 1.0f);
-  for (int step = 0;; ++step) {
-    const auto start = std::chrono::steady_clock::now();
-    st = backend.allreduce(buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
-    const double took =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!st.isOk()) {
-      std::printf("error rank %d after %.3f s at %.3f: %s\n", rank, took, now(),
-                  st.toString().c_str());
-      std::fflush(stdout);
-      break;
-    }
-    if (step == 0) {
-      std::printf("running rank %d\n", rank);
-      std::fflush(stdout);
-      if (rank == stop_rank) {
-        std::thread([rank] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(300));
-          std::printf("stopping rank %d at %.3f\n", rank, now());
-          std::fflush(stdout);
-          ::raise(SIGSTOP);
-        }).detach();
-      }
-    }
-  }
-  // A program that keeps the error to itself: the job must still end
-  // (MPI_Abort from tutti's own thread).
-  std::this_thread::sleep_for(std::chrono::seconds(60));
-  std::printf("still alive rank %d\n", rank);
-  return 1;
+  return stepUntilError(backend.rank(), stop_rank, false, [&](int) {
+    return backend.allreduce(buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
+  });
 }
