@@ -147,6 +147,7 @@ template <typename Done>
 Status TcpMesh::drive(Done done, int watch_peer) {
   const auto wait_start = Clock::now();
   while (true) {
+    keepAlive();
     for (auto& link : links_) {
       if (link) link->pump();
     }
@@ -166,16 +167,9 @@ Status TcpMesh::drive(Done done, int watch_peer) {
     }
     bool moved = false;
     for (auto& link : links_) moved = (link && link->beforeSleep()) || moved;
-    // Heartbeats go out during long collectives too: the peers waiting in
-    // the negotiation meanwhile must not take this rank for stopped.
-    const bool beat = sendHeartbeats(Clock::now());
     if (!moved) {
       liveness_.enterWait(Clock::now());
       runOneUntil(std::min(stall_at, next_beat_));
-      liveness_.leftWait(Clock::now());
-    } else if (beat) {
-      liveness_.enterWait(Clock::now());
-      io_.poll();
       liveness_.leftWait(Clock::now());
     }
     for (auto& link : links_) {
@@ -184,7 +178,20 @@ Status TcpMesh::drive(Done done, int watch_peer) {
   }
 }
 
+// Heartbeats go out from every wait, also one that ends at once and during
+// long collectives: the peers waiting in the negotiation meanwhile must not
+// take this rank for stopped. A wait that ends before sleeping runs no
+// handlers, so one turn of them moves the control writes on (this frame,
+// and the completion of the one before).
+void TcpMesh::keepAlive() {
+  if (!sendHeartbeats(Clock::now())) return;
+  liveness_.enterWait(Clock::now());
+  io_.poll();
+  liveness_.leftWait(Clock::now());
+}
+
 Status TcpMesh::wait(OpId id) {
+  keepAlive();  // also for an op that completed when it was posted
   auto f = failed_.find(id);
   if (f != failed_.end()) {
     Status st = std::move(f->second);

@@ -97,6 +97,8 @@ class TcpMesh final : public LinkHost {
   // Queues the heartbeats due (ops/peer_liveness.h); true if any. Keeps
   // next_beat_, when the next one falls due.
   bool sendHeartbeats(Clock::time_point now);
+  // sendHeartbeats(), and one turn of the handlers when it sent any.
+  void keepAlive();
   // A control peer not heard from for the timeout: the transport breaks
   // naming it and its control connection closes; true then. Else *until is
   // when the next one would be.

@@ -327,6 +327,39 @@ TEST_F(TcpTransportTest, SilentPeerIsPeerLostAfterTheTimeout) {
   EXPECT_LT(Clock::now() - t0, 3s);
 }
 
+// The heartbeats of ops/peer_liveness.h come from the data path's waits too:
+// rank 1 spends 3 timeouts in one wait() for a message rank 2 sends in
+// pieces, while rank 0 waits in pollControl(). Without heartbeats from that
+// wait rank 0 would take rank 1 for lost after one timeout.
+TEST_F(TcpTransportTest, HeartbeatsGoOutDuringALongDataWait) {
+  connect(3, /*timeout_s=*/2.0);
+  constexpr int kPieces = 16;
+  constexpr size_t kPiece = 1024;
+  runRanks([&](int me, TcpTransport& t) {
+    if (me == 0) {
+      const auto until = Clock::now() + 6s;
+      std::vector<ControlMessage> msgs;
+      while (Clock::now() < until) {
+        Status st = t.pollControl(until, &msgs);
+        ASSERT_TRUE(st.isOk()) << st.toString();
+        EXPECT_TRUE(msgs.empty()) << "a heartbeat reached the inbox";
+      }
+    } else if (me == 1) {
+      std::vector<uint8_t> got(kPieces * kPiece);
+      Status st = t.wait(t.postRecv(2, got.data(), got.size()));
+      ASSERT_TRUE(st.isOk()) << st.toString();
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], pattern(2, 1, i, 0)) << i;
+    } else {
+      std::vector<uint8_t> out(kPieces * kPiece);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = pattern(2, 1, i, 0);
+      for (int k = 0; k < kPieces; ++k) {
+        ASSERT_TRUE(t.wait(t.postSend(1, out.data() + k * kPiece, kPiece)).isOk());
+        std::this_thread::sleep_for(350ms);  // progress well within the timeout
+      }
+    }
+  });
+}
+
 // MemoryStore (tests/support/memory_store.h) gives one rank a different
 // secret for the data connections only.
 TEST(TcpTransportAuth, WrongSecretOnOneRankIsRefused) {
