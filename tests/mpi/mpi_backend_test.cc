@@ -30,32 +30,24 @@ Settings mpiSettings() {
   return s;
 }
 
-EnvLookup envOf(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 TEST(MpiSettingsTest, AutoPicksMpiUnderMpirunAndTakesItsPlacement) {
   Settings s;
-  ASSERT_TRUE(IsOk(loadSettings(envOf({{"OMPI_COMM_WORLD_SIZE", "4"},
-                                       {"OMPI_COMM_WORLD_RANK", "2"},
-                                       {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+  ASSERT_TRUE(IsOk(loadSettings(mapEnv({{"OMPI_COMM_WORLD_SIZE", "4"},
+                                        {"OMPI_COMM_WORLD_RANK", "2"},
+                                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
                                 &s)));
   EXPECT_EQ(s.backend, "mpi");
   EXPECT_EQ(s.rank, 2);
   EXPECT_EQ(s.size, 4);
   EXPECT_EQ(s.local_rank, 0);
   EXPECT_EQ(s.local_size, 2);  // and no secret needed
-  ASSERT_TRUE(IsOk(loadSettings(envOf({}), &s)));
+  ASSERT_TRUE(IsOk(loadSettings(mapEnv({}), &s)));
   EXPECT_EQ(s.backend, "tcp");
   ASSERT_TRUE(
-      IsOk(loadSettings(envOf({{"OMPI_COMM_WORLD_SIZE", "1"}, {"TUTTI_BACKEND", "tcp"}}), &s)));
+      IsOk(loadSettings(mapEnv({{"OMPI_COMM_WORLD_SIZE", "1"}, {"TUTTI_BACKEND", "tcp"}}), &s)));
   EXPECT_EQ(s.backend, "tcp") << "an explicit TUTTI_BACKEND wins";
-  Status st = loadSettings(envOf({{"TUTTI_BACKEND", "gloo"}}), &s);
+  Status st = loadSettings(mapEnv({{"TUTTI_BACKEND", "gloo"}}), &s);
   EXPECT_TRUE(HasCode(st, StatusCode::kInvalidArgument));
   EXPECT_TRUE(ContainsAll(st.message(), {"TUTTI_BACKEND=gloo", "auto,tcp,mpi,nccl"}));
 }
