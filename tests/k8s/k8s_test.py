@@ -34,15 +34,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 K8S = os.path.join(REPO, "examples", "k8s")
+sys.path.insert(0, os.path.join(REPO, "tests", "launcher"))
+from job_util import fail, run_logged  # noqa: E402
 PYTHON = "/usr/bin/python3"
 SSHD = "/usr/sbin/sshd"
 SHORT = {"torch_fashion_mnist.py": ["--train-fraction", "0.02", "--max-steps", "8",
                                     "--log-interval", "2"],
          "torch_fashion_mnist_elastic.py": ["--train-samples", "512", "--commit-every", "4"]}
-
-
-def fail(msg):
-    sys.exit("FAIL: " + msg)
 
 
 def load_manifest(name):
@@ -144,17 +142,10 @@ def localize(command, tuttirun, sshd, etc_mpi):
 
 
 def run(cmd, env, timeout=400):
-    print("+ " + " ".join(cmd), flush=True)
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        print(e.stdout or "")
-        fail("%s did not finish within %d s" % (cmd[0], timeout))
-    print(p.stdout, flush=True)
-    if p.returncode != 0:
-        fail("the launcher's command exited with %d" % p.returncode)
-    return p.stdout
+    rc, out = run_logged(cmd, env, timeout)
+    if rc != 0:
+        fail("the launcher's command exited with %d" % rc)
+    return out
 
 
 def main():

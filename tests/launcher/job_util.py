@@ -29,6 +29,21 @@ def run_tuttirun(tuttirun, args, timeout=60, **kw):
     return p.returncode, p.stdout, p.stderr, took
 
 
+def run_logged(cmd, env, timeout):
+    """Runs `cmd` (any launcher) to completion with stdin closed, printing the
+    command and its combined output; returns (rc, output). Fails when it does
+    not finish within `timeout` seconds."""
+    print("+ " + " ".join(cmd), flush=True)
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        print(e.stdout or "")
+        fail("%s did not finish within %d s" % (cmd[0], timeout))
+    print(p.stdout, flush=True)
+    return p.returncode, p.stdout
+
+
 def start_tuttirun(tuttirun, args):
     """Starts tuttirun in the background with stdout and stderr piped (text)."""
     return subprocess.Popen([tuttirun] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

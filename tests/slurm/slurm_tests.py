@@ -29,6 +29,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "launcher"))
+from job_util import fail, run_logged  # noqa: E402
 PYTHON = "/usr/bin/python3"
 DAEMONS = ["/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd"]
 CLIENTS = ["srun", "salloc", "sbatch", "sinfo"]
@@ -149,19 +151,7 @@ class Cluster:
 
 
 def run(cmd, env, timeout=300):
-    print("+ " + " ".join(cmd), flush=True)
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        print(e.stdout or "")
-        sys.exit("FAIL: %s did not finish within %d s" % (cmd[0], timeout))
-    print(p.stdout, flush=True)
-    return p.returncode, p.stdout
-
-
-def fail(msg):
-    sys.exit("FAIL: " + msg)
+    return run_logged(cmd, env, timeout)
 
 
 def check_tasks(out, n, under_srun):
