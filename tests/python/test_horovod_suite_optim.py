@@ -20,11 +20,12 @@ import tutti.torch as hvd
 
 N, D_IN, H, D_OUT = 64, 100, 10, 10
 
-# Every torch optimizer but L-BFGS and SparseAdam, sorted by name, as Horovod.
+# Every torch optimizer but L-BFGS and SparseAdam, sorted by name, as Horovod;
+# also not torch 2.x's Muon, which takes 2-D parameters only (the model has biases).
+_EXCLUDED = (torch.optim.LBFGS, torch.optim.SparseAdam, getattr(torch.optim, "Muon", None))
 OPTIMIZERS = sorted(
     ((c.__name__, c) for c in torch.optim.Optimizer.__subclasses__()
-     if c.__module__.startswith("torch.optim")
-     and c not in (torch.optim.LBFGS, torch.optim.SparseAdam)), key=lambda t: t[0])
+     if c.__module__.startswith("torch.optim") and c not in _EXCLUDED), key=lambda t: t[0])
 OPTIONS = [dict(lr=0.2, momentum=0.9, weight_decay=0.1, centered=True), dict(lr=0.2)]
 
 

@@ -119,6 +119,15 @@ def test_ddp_no_sync_accumulates():
     assert_same(trained, reference("sgd", accumulate=True))
 
 
+def test_ddp_static_graph_equals_single_process():
+    """static_graph=True: every parameter used every step (all_used)."""
+    ddp = DDP(make_net(), static_graph=True, bucket_cap_mb=0.0005)
+    trained = train(ddp, OPTIMIZERS["sgd"](ddp.parameters()), True, all_used=True)
+    net = make_net()
+    ref = train(net, OPTIMIZERS["sgd"](net.parameters()), False, all_used=True)
+    assert_same(trained, ref)
+
+
 def run_hook(group, hook, state, steps=STEPS, opt_name="sgd", find_unused=True):
     ddp = DDP(make_net(), process_group=group, find_unused_parameters=find_unused)
     ddp.register_comm_hook(state, hook)
@@ -171,6 +180,14 @@ def test_tutti_hook_on_gloo_ddp(opt_name):
     trained = run_hook(gloo_group, allreduce_hook, TuttiHookState(compression="none"),
                        opt_name=opt_name)
     assert_same(trained, reference(opt_name))
+
+
+def test_tutti_hook_with_state_none():
+    """register_comm_hook(state=None, hook=allreduce_hook), as torch's own
+    hooks take it, on a tutti DDP model and on a gloo one."""
+    tutti_group, gloo_group = groups()
+    for group in (tutti_group, gloo_group):
+        assert_same(run_hook(group, allreduce_hook, None), reference("sgd"))
 
 
 def test_tutti_hook_with_fp16_compression():

@@ -269,11 +269,23 @@ def test_unsupported_ops_name_themselves():
         dist.send(torch.ones(1), dst=0)
     with pytest.raises(RuntimeError, match="does not support recv"):
         dist.recv(torch.ones(1), src=0)
-    with pytest.raises(RuntimeError, match="PREMUL_SUM|accepted: SUM"):
-        dist.all_reduce(torch.ones(1), op=dist._make_nccl_premul_sum(2.0))
     t = torch.ones(1)
     dist.all_reduce(t)  # still in step on every rank
     assert t.item() == dist.get_world_size()
+
+
+def test_premul_sum_scales_before_summing():
+    """PREMUL_SUM(f): sum of f * x_r (torch 2.x exposes f; torch 1.13 does not,
+    and the op names what is missing on every rank)."""
+    rank, size = rank_size()
+    op = dist._make_nccl_premul_sum(0.5)
+    t = torch.tensor([2.0 * (rank + 1), 4.0])
+    if getattr(op, "factor", None) is None:
+        with pytest.raises(RuntimeError, match="PREMUL_SUM whose factor"):
+            dist.all_reduce(t, op=op)
+        return
+    dist.all_reduce(t, op=op)
+    assert t.tolist() == [float(sum(r + 1 for r in range(size))), 2.0 * size]
 
 
 def test_subgroups_run_over_tutti_process_sets():

@@ -23,7 +23,7 @@ BACKEND = _backend.BACKEND
 process_set_for = _backend.process_set_for
 
 _backend.register()
-_backend.wrap_new_group()
+_backend.hook_new_groups()
 _backend.prepare_tuttirun_env()
 
 __all__ = ["BACKEND", "ProcessGroupTutti", "TuttiHookState", "allreduce_hook", "process_set_for"]

@@ -9,19 +9,43 @@ ranks as torch's group:
 - torchrun or any other torch launcher: the creator bootstraps tutti from the
   store torch passes it (tutti.torch._torchrun.set_env_from_store).
 - tutti already initialised (hvd.init() first): only the ranks are checked.
+
+Which class backs a group is chosen by feature detection, not versions:
+where torch has the c10d Backend class and register_backend takes device
+types (torch 2.x), the creator returns a BackendTutti that torch wraps in
+its own ProcessGroup (group names, functional collectives, DTensor, FSDP2);
+otherwise (torch 1.x) a ProcessGroupTutti, which is the group itself.
 """
 
 import datetime
+import inspect
 import os
 import socket
 
+import torch
 import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
 
 from tutti import basics, process_sets
 from tutti.torch import _torchrun
 from tutti.torch.distributed.process_group import ProcessGroupTutti
 
 BACKEND = "tutti"
+DEVICES = ["cpu", "cuda"]  # CUDA tensors need a CUDA build of tutti (an op says so otherwise)
+
+
+def uses_c10d_backend():
+    """True where torch wraps third-party c10d Backends in its ProcessGroup
+    (torch 2.x: the Backend class and register_backend(..., devices=))."""
+    register = dist.Backend.register_backend
+    return (hasattr(torch._C._distributed_c10d, "Backend")
+            and "devices" in inspect.signature(register).parameters)
+
+
+if uses_c10d_backend():
+    from tutti.torch.distributed.backend import BackendTutti as GroupClass  # torch 2.x
+else:
+    GroupClass = ProcessGroupTutti  # torch 1.x
 _server = []  # the TCPStore server rank 0 started for torch's env:// (kept alive)
 
 
@@ -72,7 +96,7 @@ def process_set_for(global_ranks, world_size):
     process_set None means tutti's global set; error, when not None, is the
     message every op of the group raises. Called on the group's members only
     (torch creates a group's backend on its members); the set itself was
-    registered on every rank by new_group (see wrap_new_group)."""
+    registered on every rank when torch created the group (hook_new_groups)."""
     if global_ranks is None or list(global_ranks) == list(range(world_size)):
         return None, None
     ranks = sorted(global_ranks)
@@ -84,35 +108,37 @@ def process_set_for(global_ranks, world_size):
                   "tutti.torch.distributed, which registers the set" % (ranks,))
 
 
-def _uses_tutti(backend):
-    if backend is not None:
-        return str(backend).lower() == BACKEND
-    return dist.is_initialized() and str(dist.get_backend()).lower() == BACKEND
+def _names_tutti(backend):
+    """backend as torch passes it ("tutti", "cpu:tutti,cuda:nccl", a Backend)."""
+    parts = [p.split(":")[-1] for p in str(backend).lower().split(",")]
+    return BACKEND in parts
 
 
-def wrap_new_group():
-    """torch.distributed.new_group, which every rank calls in the same order
-    (torch requires it), also registers the tutti process set of a subgroup
-    that runs on backend "tutti", on every rank: a tutti set is registered
-    collectively, while torch creates the group's backend on its members only.
-    An existing set with the same ranks is reused."""
-    original = dist.new_group
-    if getattr(original, "_tutti_wrapped", False):
+def hook_new_groups():
+    """Registers the tutti process set of every new subgroup on backend
+    "tutti", on every rank. torch's group creation (new_group, new_subgroups,
+    DeviceMesh's groups) runs c10d's _new_process_group_helper on every rank
+    of the job in the same order, members and non-members alike (torch's
+    rule), but creates the group's backend on its members only; a tutti set
+    is registered collectively, so it is registered here, before torch goes
+    on. An existing set with the same ranks is reused. Groups made with
+    use_local_synchronization=True (members only) cannot be mapped: their
+    members would wait for the others; create them without it."""
+    original = c10d._new_process_group_helper  # noqa: SLF001 (torch's one place)
+    if getattr(original, "_tutti_hooked", False):
         return
 
-    def new_group(ranks=None, *args, **kwargs):
-        backend = kwargs.get("backend", args[1] if len(args) > 1 else None)
-        if ranks is not None and _uses_tutti(backend):
-            wanted = sorted(set(int(r) for r in ranks))
-            world = dist.get_world_size()
-            known = any(ps.ranks == wanted for ps in process_sets.process_sets())
-            if wanted and wanted != list(range(world)) and not known:
-                process_sets.add_process_set(wanted)
-        return original(ranks, *args, **kwargs)
+    def helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+        ranks = sorted(set(int(r) for r in global_ranks_in_group or []))
+        if ranks and _names_tutti(backend) and dist.is_initialized():
+            known = any(ps.ranks == ranks for ps in process_sets.process_sets())
+            if ranks != list(range(dist.get_world_size())) and not known:
+                process_sets.add_process_set(ranks)
+        return original(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs)
 
-    new_group._tutti_wrapped = True  # noqa: SLF001
-    new_group.__doc__ = original.__doc__
-    dist.new_group = new_group
+    helper._tutti_hooked = True  # noqa: SLF001
+    helper.__wrapped__ = original
+    c10d._new_process_group_helper = helper  # noqa: SLF001
 
 
 def ensure_joined(store, rank, size):
@@ -132,17 +158,24 @@ def ensure_joined(store, rank, size):
 def _create(opts, pg_options=None):
     """torch's creator for backend "tutti" (extended API)."""
     del pg_options
+    cls = GroupClass
+    store = getattr(opts, "store", None)
     if not dist.is_initialized():  # the default group: every rank
         ensure_joined(opts.store, opts.group_rank, opts.group_size)
-        return ProcessGroupTutti(opts.group_rank, opts.group_size, None, opts.group_id)
+        return cls(opts.group_rank, opts.group_size, None, opts.group_id, store=store)
     world = dist.get_world_size()
     process_set, error = process_set_for(sorted(opts.global_ranks_in_group), world)
     if error is None:
         ensure_joined(opts.store, dist.get_rank(), world)
-    return ProcessGroupTutti(opts.group_rank, opts.group_size, process_set, opts.group_id, error)
+    return cls(opts.group_rank, opts.group_size, process_set, opts.group_id, error, store=store)
 
 
 def register():
-    """Registers "tutti" with torch.distributed once per process."""
-    if BACKEND.upper() not in dist.Backend._plugins:  # noqa: SLF001 (torch's registry)
+    """Registers "tutti" with torch.distributed once per process (with its
+    device types where torch takes them)."""
+    if BACKEND.upper() in dist.Backend._plugins:  # noqa: SLF001 (torch's registry)
+        return
+    if uses_c10d_backend():
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=DEVICES)
+    else:
         dist.Backend.register_backend(BACKEND, _create, extended_api=True)

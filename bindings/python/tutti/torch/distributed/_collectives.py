@@ -7,22 +7,30 @@ finish(result) takes what tutti.torch.ops.synchronize(handle) returned,
 writes torch's outputs and returns them.
 
 How each op maps onto tutti (one tutti op each):
-- all_reduce SUM/AVG/MIN/MAX/PRODUCT: tutti allreduce in place.
+- all_reduce SUM/AVG/MIN/MAX/PRODUCT: tutti allreduce in place; PREMUL_SUM(f)
+  (torch 2.x): a Sum with prescale factor f.
 - all_reduce BAND/BOR/BXOR (integer and bool tensors): tutti has no bitwise
   reduction, so every rank's tensor is allgathered and folded locally in
   rank order (exact; size() times the bytes of an allreduce).
+- all_reduce_coalesced: one grouped allreduce.
 - reduce: an allreduce whose result only the root keeps.
-- all_gather, _all_gather_base: a tutti allgather of the flattened input.
+- all_gather, all_gather_into_tensor: a tutti allgather of the flattened input;
+  their coalesced forms: one allgather of the inputs concatenated.
 - gather: an alltoall in which every rank sends its tensor to the root only.
 - scatter: an alltoall in which the root sends chunk p to rank p.
-- reduce_scatter, _reduce_scatter_base: a tutti reducescatter of the inputs
-  stacked as [size, n] (row r goes to rank r); bitwise ops: the bitwise
-  allreduce above, row r kept.
+- reduce_scatter, reduce_scatter_tensor: a tutti reducescatter of the inputs
+  stacked as [size, n] (row r goes to rank r); the coalesced form: one
+  reducescatter of every input's row r concatenated; bitwise ops: the
+  bitwise allreduce above, row r kept.
 - all_to_all_single: a tutti alltoall with the input split sizes (rows).
 - all_to_all: a tutti alltoall of the flattened inputs, split by element counts.
 - barrier: tutti's barrier.
+Data movement (all_gather, broadcast, the all_to_alls, gather, scatter) moves
+tensors of dtypes tutti does not reduce (float8, uint16/32/64) as integers of
+the same width: bytes are bytes.
 """
 
+import collections
 import ctypes
 import functools
 
@@ -36,21 +44,53 @@ _R = dist.ReduceOp.RedOpType
 _ARITHMETIC = {_R.SUM: ops.Sum, _R.AVG: ops.Average, _R.MIN: ops.Min, _R.MAX: ops.Max,
                _R.PRODUCT: ops.Product}
 _BITWISE = {_R.BAND: torch.bitwise_and, _R.BOR: torch.bitwise_or, _R.BXOR: torch.bitwise_xor}
+_PREMUL_SUM = getattr(_R, "PREMUL_SUM", None)  # torch >= 1.13 builds with NCCL's premul sum
+_SAME_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+class Reduction(collections.namedtuple("Reduction", "op prescale")):
+    """A torch ReduceOp as tutti sees it: op is a tutti op code (int) or a
+    bitwise torch function; prescale the factor every input is multiplied
+    by first (PREMUL_SUM's; else 1.0)."""
+
+    @property
+    def bitwise(self):
+        return callable(self.op)
 
 
 def reduce_op(op, what):
-    """torch's ReduceOp -> a tutti op code (int) or a bitwise torch function."""
+    """torch's ReduceOp (or its RedOpType) -> a Reduction. RuntimeError for
+    an op tutti cannot do, naming it and the accepted ones."""
     kind = op.op if hasattr(op, "op") else op
     if kind in _ARITHMETIC:
-        return _ARITHMETIC[kind]
+        return Reduction(_ARITHMETIC[kind], 1.0)
     if kind in _BITWISE:
-        return _BITWISE[kind]
-    raise RuntimeError("tutti backend: %s with %s; accepted: SUM, AVG, PRODUCT, MIN, MAX, and "
-                       "BAND, BOR, BXOR on integer or bool tensors" % (what, kind))
+        return Reduction(_BITWISE[kind], 1.0)
+    if _PREMUL_SUM is not None and kind == _PREMUL_SUM:
+        factor = getattr(op, "factor", None)
+        if torch.is_tensor(factor):
+            factor = factor.item()
+        if factor is None:
+            raise RuntimeError("tutti backend: %s with PREMUL_SUM whose factor this torch does "
+                               "not expose; pass ReduceOp.PREMUL_SUM(factor)" % what)
+        return Reduction(ops.Sum, float(factor))
+    raise RuntimeError("tutti backend: %s with %s; accepted: SUM, AVG, PRODUCT, MIN, MAX, "
+                       "PREMUL_SUM, and BAND, BOR, BXOR on integer or bool tensors" % (what, kind))
 
 
-def _check_bitwise(tensor, op, what):
-    if callable(op) and (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+def movable(tensor):
+    """tensor, or a view of its bytes as integers of its width when tutti
+    cannot carry its dtype (float8, uint16...): for data movement only."""
+    if tensor.dtype in ops._DTYPE_CODES:  # noqa: SLF001 (the binding's dtype table)
+        return tensor
+    width = tensor.element_size()
+    if width not in _SAME_WIDTH or tensor.is_complex():
+        return tensor  # tutti's check names the dtype
+    return tensor.view(_SAME_WIDTH[width])
+
+
+def _check_bitwise(tensor, red, what):
+    if red.bitwise and (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
         raise RuntimeError("tutti backend: %s with a bitwise op on a %s tensor; BAND, BOR and "
                            "BXOR take integer or bool tensors" % (what, tensor.dtype))
 
@@ -83,33 +123,36 @@ def _bitwise_start(tensor, name, ps):
     return ops.allgather_async(tensor.reshape(1, tensor.numel()), name=name, process_set=ps)
 
 
-def allreduce(tensor, op):
-    _check_bitwise(tensor, op, "all_reduce")
-    if callable(op):
+def allreduce(tensor, red):
+    _check_bitwise(tensor, red, "all_reduce")
+    if red.bitwise:
         def finish(gathered):
-            return tensor.copy_(_fold(op, gathered).view(tensor.shape))
+            return tensor.copy_(_fold(red.op, gathered).view(tensor.shape))
 
         return (lambda name, ps: _bitwise_start(tensor, name, ps)), finish
-    return ((lambda name, ps: ops.allreduce_async_(tensor, name=name, op=op, process_set=ps)),
+    return ((lambda name, ps: ops.allreduce_async_(tensor, name=name, op=red.op,
+                                                   prescale_factor=red.prescale,
+                                                   process_set=ps)),
             lambda result: tensor)
 
 
-def allreduce_coalesced(tensors, op):
-    if callable(op):
-        raise RuntimeError("tutti backend: all_reduce_coalesced takes SUM, AVG, PRODUCT, MIN or "
-                           "MAX (bitwise ops: call all_reduce per tensor)")
-    return ((lambda name, ps: ops.grouped_allreduce_async_(tensors, name=name, op=op,
+def allreduce_coalesced(tensors, red):
+    if red.bitwise:
+        raise RuntimeError("tutti backend: all_reduce_coalesced takes SUM, AVG, PRODUCT, MIN, "
+                           "MAX or PREMUL_SUM (bitwise ops: call all_reduce per tensor)")
+    return ((lambda name, ps: ops.grouped_allreduce_async_(tensors, name=name, op=red.op,
+                                                           prescale_factor=red.prescale,
                                                            process_set=ps)),
             lambda result: tensors)
 
 
-def reduce(tensor, op, is_root):
+def reduce(tensor, red, is_root):
     """The root's tensor gets the reduction; the others' stay unchanged."""
-    _check_bitwise(tensor, op, "reduce")
-    if callable(op):
+    _check_bitwise(tensor, red, "reduce")
+    if red.bitwise:
         def finish(gathered):
             if is_root:
-                tensor.copy_(_fold(op, gathered).view(tensor.shape))
+                tensor.copy_(_fold(red.op, gathered).view(tensor.shape))
             return tensor
 
         return (lambda name, ps: _bitwise_start(tensor, name, ps)), finish
@@ -119,22 +162,50 @@ def reduce(tensor, op, is_root):
             tensor.copy_(result)
         return tensor
 
-    return ((lambda name, ps: ops.allreduce_async(tensor, name=name, op=op, process_set=ps)),
+    return ((lambda name, ps: ops.allreduce_async(tensor, name=name, op=red.op,
+                                                  prescale_factor=red.prescale, process_set=ps)),
             finish_sum)
+
+
+def broadcast(tensor, root):
+    """start() of a broadcast in place from global rank root."""
+    moved = movable(tensor)
+    return lambda name, ps: ops.broadcast_async_(moved, root, name=name, process_set=ps)
 
 
 def gather_into(tensor, outputs, what):
     """allgather of tensor into outputs (one per rank, or one holding all)."""
     _check_like(outputs, tensor, what)
+    flat = movable(tensor.reshape(-1))
 
     def finish(gathered):
         check_numel(gathered, sum(o.numel() for o in outputs), what + " result")
         for out, part in zip(outputs, gathered.split([o.numel() for o in outputs])):
-            out.copy_(part.view(out.shape))
+            movable(out).copy_(part.view(out.shape))
         return outputs if len(outputs) > 1 else outputs[0]
 
-    return (lambda name, ps: ops.allgather_async(tensor.reshape(-1), name=name,
-                                                 process_set=ps)), finish
+    return (lambda name, ps: ops.allgather_async(flat, name=name, process_set=ps)), finish
+
+
+def allgather_coalesced(outputs, inputs, size):
+    """Coalesced all_gather_into_tensor: outputs[k] gets every rank's
+    inputs[k] in rank order; one allgather of the inputs concatenated."""
+    if len(outputs) != len(inputs):
+        raise RuntimeError("tutti backend: all_gather_into_tensor_coalesced got %d outputs for "
+                           "%d inputs" % (len(outputs), len(inputs)))
+    _check_like(outputs + inputs[1:], inputs[0], "all_gather_into_tensor_coalesced")
+    for k, (out, inp) in enumerate(zip(outputs, inputs)):
+        check_numel(out, inp.numel() * size, "all_gather_into_tensor_coalesced output %d" % k)
+    flat = movable(torch.cat([t.reshape(-1) for t in inputs]))
+    counts = [t.numel() for t in inputs]
+
+    def finish(gathered):  # [rank 0: in 0, in 1, ...][rank 1: ...]...
+        for r, block in enumerate(gathered.view(size, -1)):
+            for out, part in zip(outputs, block.split(counts)):
+                movable(out).view(size, -1)[r].copy_(part)
+        return outputs
+
+    return (lambda name, ps: ops.allgather_async(flat, name=name, process_set=ps)), finish
 
 
 def _alltoall_start(flat, splits):
@@ -143,7 +214,7 @@ def _alltoall_start(flat, splits):
 
 def gather(tensor, outputs, root, size):
     """Every rank sends its flattened tensor to root only; root splits the rows."""
-    flat = tensor.reshape(-1)
+    flat = movable(tensor.reshape(-1))
     splits = [flat.numel() if p == root else 0 for p in range(size)]
     if outputs is not None:
         _check_like(outputs, tensor, "gather")
@@ -157,7 +228,7 @@ def gather(tensor, outputs, root, size):
             raise RuntimeError("tutti backend: gather: ranks sent %s elements; gather_list holds "
                                "%s" % (counts.tolist(), expected))
         for out, part in zip(outputs, received.split(expected)):
-            out.copy_(part.view(out.shape))
+            movable(out).copy_(part.view(out.shape))
         return outputs
 
     return _alltoall_start(flat, splits), finish
@@ -167,21 +238,22 @@ def scatter(out, chunks, root, size):
     """root sends chunk p (flattened) to rank p; the others send nothing."""
     if chunks is not None:
         _check_like(chunks, out, "scatter")
-        flat = torch.cat([c.reshape(-1) for c in chunks])
+        flat = movable(torch.cat([c.reshape(-1) for c in chunks]))
         splits = [c.numel() for c in chunks]
     else:
-        flat = out.new_empty([0])
+        flat = movable(out.new_empty([0]))
         splits = [0] * size
 
     def finish(result):
         received, _ = result
         check_numel(received, out.numel(), "scatter: the chunk root sent to this rank")
-        return out.copy_(received.view(out.shape))
+        movable(out).copy_(received.view(out.shape))
+        return out
 
     return _alltoall_start(flat, splits), finish
 
 
-def reduce_scatter(out, inputs, op, rank, size):
+def reduce_scatter(out, inputs, red, rank, size):
     """inputs: a list of `size` tensors like out, or a [size, n] tensor."""
     if isinstance(inputs, (list, tuple)):
         _check_like(inputs, out, "reduce_scatter")
@@ -190,15 +262,41 @@ def reduce_scatter(out, inputs, op, rank, size):
         rows = torch.stack([t.reshape(-1) for t in inputs])
     else:
         rows = inputs
-    _check_bitwise(out, op, "reduce_scatter")
-    if callable(op):
+    return _reduce_scatter_rows(rows, red, rank, size, lambda mine: out.copy_(mine.view(out.shape)))
+
+
+def _reduce_scatter_rows(rows, red, rank, size, finish):
+    """One reducescatter of rows [size, n] (row r to rank r); finish(row of this rank)."""
+    _check_bitwise(rows, red, "reduce_scatter")
+    if red.bitwise:
         def finish_bitwise(gathered):  # [size, size * n]: every rank's rows
-            mine = _fold(op, gathered).view(size, -1)[rank]
-            return out.copy_(mine.view(out.shape))
+            return finish(_fold(red.op, gathered).view(size, -1)[rank])
 
         return (lambda name, ps: _bitwise_start(rows, name, ps)), finish_bitwise
-    return ((lambda name, ps: ops.reducescatter_async(rows, name=name, op=op, process_set=ps)),
-            lambda result: out.copy_(result.view(out.shape)))
+    return ((lambda name, ps: ops.reducescatter_async(rows, name=name, op=red.op,
+                                                      prescale_factor=red.prescale,
+                                                      process_set=ps)),
+            lambda result: finish(result.view(-1)))
+
+
+def reduce_scatter_coalesced(outputs, inputs, red, rank, size):
+    """Coalesced reduce_scatter_tensor: rank r gets row r of every inputs[k]
+    (viewed as [size, outputs[k].numel()]) reduced, in outputs[k]."""
+    if len(outputs) != len(inputs):
+        raise RuntimeError("tutti backend: reduce_scatter_tensor_coalesced got %d outputs for "
+                           "%d inputs" % (len(outputs), len(inputs)))
+    _check_like(outputs + inputs[1:], inputs[0], "reduce_scatter_tensor_coalesced")
+    for k, (out, inp) in enumerate(zip(outputs, inputs)):
+        check_numel(inp, out.numel() * size, "reduce_scatter_tensor_coalesced input %d" % k)
+    rows = torch.cat([t.reshape(size, -1) for t in inputs], dim=1)
+    counts = [o.numel() for o in outputs]
+
+    def finish(mine):
+        for out, part in zip(outputs, mine.split(counts)):
+            out.copy_(part.view(out.shape))
+        return outputs
+
+    return _reduce_scatter_rows(rows, red, rank, size, finish)
 
 
 def alltoall_single(output, tensor, output_splits, input_splits, size):
@@ -221,15 +319,16 @@ def alltoall_single(output, tensor, output_splits, input_splits, size):
             raise RuntimeError("tutti backend: all_to_all_single received %s rows per rank; "
                                "output_split_sizes says %s" % (counts.tolist(), output_splits))
         check_numel(received, output.numel(), "all_to_all_single output")
-        return output.copy_(received.view(output.shape))
+        movable(output).copy_(received.view(output.shape))
+        return output
 
-    return _alltoall_start(tensor, splits), finish
+    return _alltoall_start(movable(tensor), splits), finish
 
 
 def alltoall(outputs, inputs):
     """all_to_all with tensor lists: flattened, split by element counts."""
     _check_like(inputs[1:] + outputs, inputs[0], "all_to_all")
-    flat = torch.cat([t.reshape(-1) for t in inputs])
+    flat = movable(torch.cat([t.reshape(-1) for t in inputs]))
     splits = [t.numel() for t in inputs]
 
     def finish(result):
@@ -239,7 +338,7 @@ def alltoall(outputs, inputs):
             raise RuntimeError("tutti backend: all_to_all received %s elements per rank; the "
                                "output tensors hold %s" % (counts.tolist(), expected))
         for out, part in zip(outputs, received.split(expected)):
-            out.copy_(part.view(out.shape))
+            movable(out).copy_(part.view(out.shape))
         return outputs
 
     return _alltoall_start(flat, splits), finish

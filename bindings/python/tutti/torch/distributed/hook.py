@@ -72,11 +72,28 @@ class TuttiHookState:
         return {"compression": self.compression, "name": self.name}
 
 
+_default_state = []  # the state of allreduce_hook(None, ...), made on first use
+
+
+def _state_or_default(state):
+    """state, or for state None (as torch's own hooks take it) one shared
+    TuttiHookState: the job's compression, op names "ddp.bucket<i>"."""
+    if state is not None:
+        return state
+    if not _default_state:
+        _default_state.append(TuttiHookState(name="ddp"))
+    return _default_state[0]
+
+
 def allreduce_hook(state, bucket):
     """DDP comm hook: averages bucket.buffer() over every rank through tutti
     (with state.compression) and returns a torch.futures.Future whose value
-    is that tensor. Errors (e.g. PeerLostError when a rank died) are set on
-    the future, so DDP's backward raises them."""
+    is that tensor. state: a TuttiHookState, or None as torch's own hooks
+    take it (the job's TUTTI_COMPRESSION; DDP models that run backward at the
+    same time then need states of their own, whose names differ). Errors
+    (e.g. PeerLostError when a rank died) are set on the future, so DDP's
+    backward raises them."""
+    state = _state_or_default(state)
     tensor = bucket.buffer()
     name = "%s.bucket%d" % (state.name, bucket.index())
     handle = ops.allreduce_async_(tensor, name=name, op=ops.Average,

@@ -114,10 +114,16 @@ class SamplerStateHandler(StateHandler):
         self.value.reset()
 
 
+# torch 2.x's schedulers derive from LRScheduler (its _LRScheduler is a
+# deprecated subclass of it that they no longer derive from); torch 1.x has
+# _LRScheduler only.
+_LR_SCHEDULER = getattr(torch.optim.lr_scheduler, "LRScheduler",
+                        torch.optim.lr_scheduler._LRScheduler)
+
 _handler_registry = [
     (torch.nn.Module, ModelStateHandler),
     (torch.optim.Optimizer, OptimizerStateHandler),
-    (torch.optim.lr_scheduler._LRScheduler, LRSchedulerStateHandler),
+    (_LR_SCHEDULER, LRSchedulerStateHandler),
     (ElasticSampler, SamplerStateHandler),
 ]
 

@@ -1,0 +1,347 @@
+"""The collectives of backend "tutti", shared by torch 1.x's ProcessGroupTutti
+(process_group.py) and torch 2.x's BackendTutti (backend.py).
+
+GroupOps is a mixin: the class that uses it is also a torch class (a
+ProcessGroup on 1.x, a c10d Backend on 2.x) and provides _work(future),
+which turns the op's torch.futures.Future into the Work returned to torch.
+
+Names. Every op enqueues exactly one tutti op, named
+"torch.<group>.<kind>.<dtype>.<elements>#<k>": the op's kind and what every
+rank must agree on (dtype, and the element count where ranks must pass equal
+sizes), and k counting that signature's ops in this group modulo WINDOW.
+torch issues collectives in the same order on every rank, so the names
+agree; they do not depend on how ops of *different* signatures interleave
+across threads (DDP's autograd thread starts bucket allreduces and its
+unused-parameter map while comm-hook callbacks, e.g. PowerSGD's, start theirs
+on whichever thread completed a future: an order that differs across ranks).
+Names repeat every WINDOW ops of a signature, so DDP's buckets hit tutti's
+response cache; before reusing a name, the op waits until its previous use
+completed on this rank (which needs nothing from this rank: every rank
+issued it earlier). A rank whose op has a different kind or size than the
+others' waits like a rank that never called it: tutti's stall inspector
+names the op and the ranks after TUTTI_STALL_CHECK_TIME_SECONDS and fails it
+after TUTTI_STALL_SHUTDOWN_TIME_SECONDS (default 1800 s, torch's default
+timeout). A rank with a different shape of equal size, root or reduce op
+gets tutti's mismatch error naming both.
+
+Each op's result is a torch.futures.Future completed on a completion thread
+(_completion.py: libtutti signals completions through a pipe); an op's error
+(a tutti.TuttiError such as PeerLostError or MismatchError) is the future's
+error, raised by the Work's wait() as a RuntimeError carrying tutti's class
+and message. The future's value is the list of output tensors (for
+all_reduce and broadcast: [tensor], as gloo's).
+
+Tensors: one tensor per call (no multi-device lists), CPU (CUDA when tutti
+was built with CUDA). Reductions take uint8, int8, int16, int32, int64,
+float16, bfloat16, float32, float64, bool; the data-movement collectives
+(all_gather, broadcast, all_to_all, gather, scatter, send/recv) also take
+float8 tensors (moved as their bytes). Other dtypes raise RuntimeError
+naming the dtype.
+
+Thread-safety: ops may be called from any thread; the names follow the order
+in which calls reach the group, so calls that race on different threads of
+one rank must not be collectives whose order matters (torch's own rule).
+"""
+
+import os
+import sys
+import threading
+
+import torch
+import torch.distributed as dist
+
+from tutti.torch import ops
+from tutti.torch.distributed import _collectives as col
+from tutti.torch.distributed._completion import complete_later
+
+WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
+
+_C10D_PY = os.path.join("torch", "distributed", "distributed_c10d.py")
+_OWN_FILES = {__file__, os.path.join(os.path.dirname(__file__), "process_group.py"),
+              os.path.join(os.path.dirname(__file__), "_p2p.py")}
+
+
+def called_from_python_api():
+    """True when torch's Python functions (dist.all_reduce, ...) called the op
+    directly (torch 1.x), False when C++ did (DDP's reducer, through torch's
+    trampoline): the first frame outside this package's group code."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in _OWN_FILES:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.endswith(_C10D_PY)
+
+
+class FutureWork(dist.Work):
+    """A Work over the op's torch.futures.Future whose wait() raises the op's
+    error (torch's future-wrapping Work does not: dist.all_reduce(t) would
+    ignore a failed op). timeout in wait(timeout): a datetime.timedelta or
+    seconds; past it wait() raises RuntimeError naming the timeout (the op
+    goes on; tutti's own deadlines end it)."""
+
+    def __init__(self, future):
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout=None):
+        seconds = _seconds(timeout)
+        if seconds is not None and seconds > 0 and not self._future.done():
+            done = threading.Event()
+            self._future.add_done_callback(lambda _: done.set())
+            if not done.wait(seconds):
+                raise RuntimeError("tutti backend: Work.wait(timeout=%.3f s) timed out; the op "
+                                   "has not completed" % seconds)
+        self._future.wait()  # raises the op's error
+        return True
+
+    def get_future(self):
+        return self._future
+
+    def is_completed(self):
+        return self._future.done()
+
+    def is_success(self):
+        return self.exception() is None and self._future.done()
+
+    def exception(self):
+        """The op's error once it failed (torch's Work.exception()), else None."""
+        if not self._future.done():
+            return None
+        try:
+            self._future.value()
+        except Exception as e:  # noqa: BLE001 (failed: that is the answer)
+            return e
+        return None
+
+    def result(self):
+        return self._future.wait()
+
+    def synchronize(self):
+        self._future.wait()
+
+
+def _seconds(timeout):
+    """Work.wait's timeout in seconds (None or <= 0: no limit)."""
+    if timeout is None:
+        return None
+    if hasattr(timeout, "total_seconds"):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+def _sig(kind, *tensors, count=True):
+    """An op's signature: kind, dtype, and (count) the element count."""
+    dtype = str(tensors[0].dtype).replace("torch.", "") if tensors else "none"
+    if not count:
+        return "%s.%s" % (kind, dtype)
+    return "%s.%s.%d" % (kind, dtype, sum(t.numel() for t in tensors))
+
+
+def _one(tensors, op):
+    if len(tensors) != 1:
+        raise RuntimeError("tutti backend: %s takes one tensor per call (got a list of %d; "
+                           "multi-device lists are not supported)" % (op, len(tensors)))
+    return tensors[0]
+
+
+def _root(opts, op):
+    if getattr(opts, "rootTensor", 0) != 0:
+        raise RuntimeError("tutti backend: %s with rootTensor=%d; only 0 (one tensor per call)"
+                           % (op, opts.rootTensor))
+    return opts.rootRank
+
+
+def _reduce_op(opts, what):
+    return col.reduce_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, what)
+
+
+class GroupOps:
+    """torch.distributed's collectives as tutti ops (see the module docstring).
+
+    _setup(process_set, group_id, error), called by the concrete class's
+    __init__ after torch's (which takes rank and size): process_set is the tutti
+    set of the group's ranks (None: every rank); group_id a name the same on
+    every rank of the group; error, when not None, is raised by every op (a
+    subgroup tutti cannot map). The concrete class provides _work(future)."""
+
+    def _setup(self, process_set, group_id, error=None):
+        self._process_set = process_set
+        self._group_id = group_id or "world"
+        self._error = error
+        self._lock = threading.Lock()
+        self._counts = {}  # signature -> ops started
+        self._in_flight = {}  # name -> threading.Event set once that op completed here
+
+    def getBackendName(self):  # noqa: N802 (torch's name)
+        return "tutti"
+
+    def __repr__(self):
+        return "%s(rank=%d, size=%d, group=%r)" % (type(self).__name__, self.rank(), self.size(),
+                                                   self._group_id)
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _name(self, signature):
+        """(name, event of the previous op of that name or None, own event)."""
+        with self._lock:
+            k = self._counts.get(signature, 0)
+            self._counts[signature] = k + 1
+            name = "torch.%s.%s#%d" % (self._group_id, signature, k % WINDOW)
+            done = threading.Event()
+            previous = self._in_flight.get(name)
+            self._in_flight[name] = done
+        return name, previous, done
+
+    def _done(self, name, done):
+        done.set()
+        with self._lock:
+            if self._in_flight.get(name) is done:
+                del self._in_flight[name]
+
+    def _global_rank(self, group_rank):
+        """torch passes group ranks; tutti's roots and peers are global ranks."""
+        if self._process_set is None:
+            return group_rank
+        return self._process_set.ranks[group_rank]
+
+    def _run(self, signature, tensors, start, finish, opts=None):
+        """Enqueues one tutti op, start(name, process_set) -> handle, and returns
+        the Work of a future that gets finish(result of synchronize(handle)):
+        self._work(future, opts), opts being torch's options of the call."""
+        if self._error is not None:
+            raise RuntimeError(self._error)
+        name, previous, done = self._name(signature)
+        if previous is not None:
+            previous.wait()
+        try:
+            handle = start(name, self._process_set)
+        except BaseException:
+            self._done(name, done)
+            raise
+
+        def wait():
+            try:
+                return ops.synchronize(handle)
+            finally:
+                self._done(name, done)
+
+        devices = sorted({str(t.device) for t in tensors if t.device.type == "cuda"})
+        future = complete_later(ops.c_handles_of(handle), wait, finish, devices or None)
+        return self._work(future, opts)
+
+    # -- reductions ---------------------------------------------------------------
+
+    def allreduce(self, tensors, opts=None):
+        t = _one(tensors, "all_reduce")
+        start, finish = col.allreduce(t, _reduce_op(opts, "all_reduce"))
+        return self._run(_sig("allreduce", t), [t], start, lambda r: [finish(r)], opts)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        red = _reduce_op(opts, "all_reduce_coalesced")
+        start, finish = col.allreduce_coalesced(list(tensors), red)
+        return self._run(_sig("allreduce_coalesced", *tensors), tensors, start, finish, opts)
+
+    def reduce(self, tensors, opts=None):
+        t = _one(tensors, "reduce")
+        red = _reduce_op(opts, "reduce")
+        start, finish = col.reduce(t, red, _root(opts, "reduce") == self.rank())
+        return self._run(_sig("reduce", t), [t], start, lambda r: [finish(r)], opts)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = _one(output_tensors, "reduce_scatter")
+        inputs = _one(input_tensors, "reduce_scatter")
+        col.check_count(inputs, self.size(), "reduce_scatter", "input tensors")
+        red = _reduce_op(opts, "reduce_scatter")
+        start, finish = col.reduce_scatter(out, inputs, red, self.rank(), self.size())
+        return self._run(_sig("reduce_scatter", out), [out], start, lambda r: [finish(r)], opts)
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 (torch's name)
+        col.check_numel(input, output.numel() * self.size(), "reduce_scatter_tensor input")
+        red = _reduce_op(opts, "reduce_scatter_tensor")
+        rows = input.reshape(self.size(), output.numel())
+        start, finish = col.reduce_scatter(output, rows, red, self.rank(), self.size())
+        return self._run(_sig("reduce_scatter", output), [output], start,
+                         lambda r: [finish(r)], opts)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        red = _reduce_op(opts, "reduce_scatter_tensor_coalesced")
+        start, finish = col.reduce_scatter_coalesced(list(outputs), list(inputs), red,
+                                                     self.rank(), self.size())
+        return self._run(_sig("reduce_scatter_coalesced", *outputs), list(outputs), start,
+                         finish, opts)
+
+    # -- data movement --------------------------------------------------------------
+
+    def broadcast(self, tensors, opts=None):
+        t = _one(tensors, "broadcast")
+        root = self._global_rank(_root(opts, "broadcast") if opts is not None else 0)
+        start = col.broadcast(t, root)
+        return self._run(_sig("broadcast", t), [t], start, lambda r: [t], opts)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "all_gather")
+        outs = _one(output_tensors, "all_gather")
+        col.check_count(outs, self.size(), "all_gather", "output tensors")
+        start, finish = col.gather_into(t, outs, "all_gather")
+        return self._run(_sig("allgather", t), [t], start, lambda r: [finish(r)], opts)
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002 (torch's name)
+        col.check_numel(output, input.numel() * self.size(), "all_gather_into_tensor output")
+        start, finish = col.gather_into(input, [output], "all_gather_into_tensor")
+        return self._run(_sig("allgather", input), [input], start, lambda r: [finish(r)], opts)
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        start, finish = col.allgather_coalesced(list(outputs), list(inputs), self.size())
+        return self._run(_sig("allgather_coalesced", *inputs), list(inputs), start, finish, opts)
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        for outs in output_lists:
+            col.check_count(outs, self.size(), "all_gather_coalesced", "output tensors per input")
+        flat_outs = [torch.empty([self.size() * t.numel()], dtype=t.dtype, device=t.device)
+                     for t in input_list]
+        start, finish = col.allgather_coalesced(flat_outs, list(input_list), self.size())
+
+        def split(result):
+            for outs, flat in zip(output_lists, finish(result)):
+                for out, part in zip(outs, flat.chunk(self.size())):
+                    out.copy_(part.view(out.shape))
+            return [t for outs in output_lists for t in outs]
+
+        return self._run(_sig("allgather_coalesced", *input_list), list(input_list), start, split, opts)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "gather")
+        root = opts.rootRank
+        outs = None
+        if self.rank() == root:
+            outs = _one(output_tensors, "gather")
+            col.check_count(outs, self.size(), "gather", "gather_list entries")
+        start, finish = col.gather(t, outs, root, self.size())
+        return self._run(_sig("gather", t), [t], start,
+                         lambda r: [finish(r)] if outs is not None else [], opts)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        out = _one(output_tensors, "scatter")
+        root = opts.rootRank
+        chunks = None
+        if self.rank() == root:
+            chunks = _one(input_tensors, "scatter")
+            col.check_count(chunks, self.size(), "scatter", "scatter_list entries")
+        start, finish = col.scatter(out, chunks, root, self.size())
+        return self._run(_sig("scatter", out), [out], start, lambda r: [finish(r)], opts)
+
+    def alltoall_base(self, output, input, output_split_sizes,  # noqa: A002
+                      input_split_sizes, opts=None):
+        start, finish = col.alltoall_single(output, input, list(output_split_sizes),
+                                            list(input_split_sizes), self.size())
+        return self._run(_sig("alltoall", input, count=False), [input], start,
+                         lambda r: [finish(r)], opts)
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        col.check_count(output_tensors, self.size(), "all_to_all", "output tensors")
+        col.check_count(input_tensors, self.size(), "all_to_all", "input tensors")
+        start, finish = col.alltoall(list(output_tensors), list(input_tensors))
+        return self._run(_sig("alltoall", input_tensors[0], count=False), input_tensors, start,
+                         finish, opts)
+
+    def barrier(self, opts=None):
+        return self._run("barrier", [], col.barrier_start, lambda r: [], opts)

@@ -1,0 +1,86 @@
+"""BackendTutti: backend "tutti" on torch 2.x, a Python subclass of the c10d
+Backend (torch._C._distributed_c10d.Backend) whose collectives are tutti's
+(_group_ops.py: names, futures, errors, dtypes).
+
+torch 2.x wraps a registered backend in its own ProcessGroup: that group has
+the name functional collectives, DTensor, DeviceMesh and FSDP2 resolve, and
+it dispatches every collective (from Python and from C++) to this object per
+device type ("cpu", and "cuda" when tutti is built with CUDA). A blocking
+call raises the op's error; an asynchronous one returns a FutureWork (a
+Python Work whose wait() raises it; torch 2.x keeps the Python object alive
+while C++ holds it); see _work.
+
+torch renamed some Backend methods over 2.x; both names are served:
+_allgather_base / all_gather_single, _reduce_scatter_base /
+reduce_scatter_single, alltoall_base / all_to_all_single,
+allgather_into_tensor_coalesced / all_gather_single_coalesced,
+reduce_scatter_tensor_coalesced / reduce_scatter_single_coalesced.
+
+Not supported (RuntimeError naming the op): recv_anysource, splitting
+(supports_splitting is False: torch then creates subgroups with new_group,
+which registers their tutti process sets).
+"""
+
+import torch
+
+from tutti.torch.distributed import _p2p
+from tutti.torch.distributed._group_ops import FutureWork, GroupOps
+from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
+
+C10DBackend = torch._C._distributed_c10d.Backend
+
+
+class BackendTutti(GroupOps, C10DBackend):
+    """The c10d Backend torch 2.x creates for backend "tutti". rank/size: this
+    process's rank in the group and its size; process_set, group_id, error:
+    as GroupOps._setup; store: the group's torch store (monitored_barrier)."""
+
+    def __init__(self, rank, size, process_set, group_id, error=None, store=None):
+        super().__init__(rank, size)
+        self._setup(process_set, group_id, error)
+        self._monitor = MonitoredBarrier(store, rank, size)
+
+    def _work(self, future, opts=None):
+        """A blocking call (opts.asyncOp False: dist.all_reduce(t) and the like)
+        waits here and raises the op's error; torch gets a completed Work. An
+        asynchronous one (async_op=True, DDP's reducer, FSDP2, functional
+        collectives) gets a FutureWork: its wait() raises the op's error and
+        takes a timeout, get_future() is the op's future. torch 2.x forwards
+        only wait() and get_future() of a Python Work, so is_completed(),
+        is_success() and exception() of such a Work are torch's defaults
+        (False, False, None): poll work.get_future().done() instead."""
+        if opts is not None and getattr(opts, "asyncOp", True) is False:
+            future.wait()  # raises the op's error
+            return torch._C._distributed_c10d._create_work_from_future(future)
+        return FutureWork(future)
+
+    # torch 2.x's names for the same collectives
+    all_gather_single = GroupOps._allgather_base
+    reduce_scatter_single = GroupOps._reduce_scatter_base
+    all_to_all_single = GroupOps.alltoall_base
+    all_gather_single_coalesced = GroupOps.allgather_into_tensor_coalesced
+    reduce_scatter_single_coalesced = GroupOps.reduce_scatter_tensor_coalesced
+
+    def gather_single(self, output, input, opts=None):  # noqa: A002 (torch's name)
+        """gather into one tensor on the root: [size * input.numel()] rows in rank order."""
+        outputs = list(output.chunk(self.size())) if self.rank() == opts.rootRank else []
+        return self.gather([outputs], [input], opts)
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        self._monitor.run(timeout, wait_all_ranks)
+
+    def send(self, tensors, dst, tag=0):
+        return self._work(_p2p.send(self, tensors, dst, tag))
+
+    def recv(self, tensors, src, tag=0):
+        return self._work(_p2p.recv(self, tensors, src, tag))
+
+    def recv_anysource(self, tensors, tag=0):
+        _p2p.recv_anysource()
+
+    def abort(self):
+        """torch's abort: nothing of tutti's is torn down here (tutti's job
+        outlives a group); pending ops end by tutti's own deadlines."""
+
+    def shutdown(self):
+        """destroy_process_group: the group's ops are all completed by then."""
