@@ -289,4 +289,28 @@ int tutti_process_set_ids(int* ids, int capacity, int* count) {
   });
 }
 
+int tutti_send_async(const tutti_tensor* input, int dst, int tag, const tutti_op_options* opts,
+                     tutti_handle* handle) {
+  tutti::TensorView in;
+  tutti::OpOptions options;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(input, "input", &in)) return rc;
+  if (int rc = applyOptions(opts, false, &options)) return rc;
+  return withRuntime([&](tutti::Runtime& rt) {
+    return report(rt.send(in, dst, tag, options.process_set, handle));
+  });
+}
+
+int tutti_recv_async(const tutti_tensor* output, int src, int tag, const tutti_op_options* opts,
+                     tutti_handle* handle) {
+  tutti::TensorView out;
+  tutti::OpOptions options;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(output, "output", &out)) return rc;
+  if (int rc = applyOptions(opts, false, &options)) return rc;
+  return withRuntime([&](tutti::Runtime& rt) {
+    return report(rt.recv(out, src, tag, options.process_set, handle));
+  });
+}
+
 }  // extern "C"
