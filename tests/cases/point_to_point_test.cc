@@ -209,7 +209,9 @@ TEST(PointToPointTest, MismatchFailsBothSidesThenThePairGoesOn) {
     if (sender) f.fill([](int64_t i) { return i; });
     st = sender ? sendNow(rt, f, 1, 5) : recvNow(rt, ok, 0, 5);
     EXPECT_TRUE(IsOk(st));
-    if (!sender) EXPECT_TRUE(elementsMatch(ok, [](int64_t i) { return i; }));
+    if (!sender) {
+      EXPECT_TRUE(elementsMatch(ok, [](int64_t i) { return i; }));
+    }
   });
 }
 
