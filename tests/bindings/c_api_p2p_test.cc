@@ -101,15 +101,7 @@ void childRank(int rank, int port) {
 }
 
 TEST(CApiPointToPointTwoRanks, MessagesBothWaysThenAMismatchOnBothRanks) {
-  const int port = freePort();
-  ASSERT_GT(port, 0);
-  pid_t pids[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    pids[rank] = fork();
-    ASSERT_GE(pids[rank], 0);
-    if (pids[rank] == 0) childRank(rank, port);
-  }
-  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(waitChild(pids[rank]), 0) << "rank " << rank;
+  EXPECT_EQ(runForkedRanks(2, childRank), (std::vector<int>{0, 0})) << "exit codes of ranks 0, 1";
 }
 
 }  // namespace

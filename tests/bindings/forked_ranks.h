@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "tutti.h"
 
@@ -63,4 +64,23 @@ inline int waitChild(pid_t pid) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Forks `size` children, each running child(rank, port) (which must _exit),
+// rank 0 serving the rendezvous on a free port; returns their exit codes
+// (waitChild), empty when no port or fork was to be had.
+inline std::vector<int> runForkedRanks(int size, void (*child)(int rank, int port)) {
+  const int port = freePort();
+  if (port <= 0) return {};
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < size; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) child(rank, port);
+    if (pid < 0) break;
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) codes.push_back(waitChild(pid));
+  if (static_cast<int>(codes.size()) != size) return {};
+  return codes;
 }
