@@ -19,9 +19,9 @@ dtype and the number of elements (shapes may differ), else both raise
 MismatchError naming the message ("p2p 0->1 tag 7 #3": sender, receiver,
 tag, number), both dtypes and counts. A non-contiguous tensor is sent from a
 contiguous copy / received into one that synchronize() copies back. CUDA
-tensors travel through host memory: send_async copies the tensor to the host
-before it returns; recv's synchronize() copies the received values into the
-CUDA tensor.
+tensors (in a build with CUDA) travel through host memory: send_async copies
+the tensor to the host before it returns; recv's synchronize() copies the
+received values into the CUDA tensor (this path is not yet run on a GPU).
 
 Errors: InvalidArgumentError (a ValueError) at once for a peer that is not
 another member of the set, a tag outside [-2**31, 2**31), a bad tensor;
