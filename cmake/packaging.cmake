@@ -3,8 +3,8 @@
 # multiarch libdir, lib/x86_64-linux-gnu) makes one package per install
 # component:
 #   libtutti0      lib      libtutti.so.0 (the C ABI; Depends from dpkg-shlibdeps)
-#   libtutti-dev   dev      tutti.h + tutti_completion.h, libtutti.so, CMake (find_package(tutti)) and
-#                           pkg-config (tutti.pc) files
+#   libtutti-dev   dev      tutti.h + tutti_completion.h + tutti_p2p.h, libtutti.so,
+#                           CMake (find_package(tutti)) and pkg-config (tutti.pc) files
 #   tutti-bin      bin      tuttirun (Depends from dpkg-shlibdeps)
 #   python3-tutti  python3  the Python package in /usr/lib/python3/dist-packages,
 #                           loading libtutti.so.0 from the linker's path

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "coordinator/fusion.h"
+#include "coordinator/point_to_point.h"
 #include "coordinator/runtime_impl.h"
 #include "core/logging.h"
 
@@ -18,9 +19,11 @@ RuntimeImpl::Clock::duration seconds(double s) {
   return std::chrono::duration_cast<RuntimeImpl::Clock::duration>(std::chrono::duration<double>(s));
 }
 
+// Point-to-point names are used once (coordinator/point_to_point.h): caching
+// them would only evict the collectives' entries.
 bool cacheable(OpType type) {
   return type != OpType::kBarrier && type != OpType::kJoin && type != OpType::kAddProcessSet &&
-         type != OpType::kRemoveProcessSet;
+         type != OpType::kRemoveProcessSet && !isPointToPoint(type);
 }
 
 // True when `m` is rank 0's abort notice; sets *status to what it names.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "coordinator/point_to_point.h"
 #include "coordinator/request_validation.h"
 #include "core/check.h"
 #include "core/logging.h"
@@ -73,6 +74,22 @@ void Controller::addRequest(const Request& request, int64_t cache_slot, Clock::t
                std::to_string(set.id));
     return;
   }
+  // Who takes part: every member, or a point-to-point message's pair
+  // (sender, receiver), in which `index` is this request's place.
+  std::vector<int> members = set.ranks;
+  int index = set_rank;
+  if (isPointToPoint(request.type)) {
+    if (request.root < 0 || request.root >= static_cast<int>(set.ranks.size())) {
+      refuse(request, StatusCode::kInvalidArgument,
+             "cannot run: peer " + std::to_string(request.root) + " is not a rank of process set " +
+                 std::to_string(set.id));
+      return;
+    }
+    const int peer = set.ranks[static_cast<size_t>(request.root)];
+    const bool sends = request.type == OpType::kSend;
+    members = sends ? std::vector<int>{rank, peer} : std::vector<int>{peer, rank};
+    index = sends ? 0 : 1;
+  }
   const std::string key = tensorKey(request.process_set, request.name);
   auto [it, inserted] = table_.try_emplace(key);
   Pending& p = it->second;
@@ -80,19 +97,25 @@ void Controller::addRequest(const Request& request, int64_t cache_slot, Clock::t
     p.type = request.type;
     p.name = request.name;
     p.process_set = request.process_set;
-    p.members = set.ranks;
+    p.members = members;
     p.seq = next_seq_++;
     p.since = now;
-    p.by_rank.resize(set.ranks.size());
-    p.slots.assign(set.ranks.size(), -1);
+    p.by_rank.resize(members.size());
+    p.slots.assign(members.size(), -1);
+  } else if (p.members != members) {
+    // Both sides name a message by its pair (point_to_point.h): a request
+    // naming another pair, or a collective of that name, is a bug.
+    refuse(request, StatusCode::kInternal,
+           "does not match the pending " + std::string(opTypeName(p.type)) + " of that name");
+    return;
   }
-  if (p.by_rank[set_rank]) {
+  if (p.by_rank[index]) {
     TUTTI_LOG(kWarning) << "rank " << rank << " submitted '" << request.name
                         << "' twice while it was pending; dropping the second request";
     return;
   }
-  p.by_rank[set_rank] = request;
-  p.slots[set_rank] = cache_slot;
+  p.by_rank[index] = request;
+  p.slots[index] = cache_slot;
   checkReady(key);
 }
 
@@ -108,7 +131,7 @@ void Controller::checkReady(const std::string& key) {
     // joined ranks cannot take part in into an error naming them. Process set
     // registration waits for every rank.
     if (!joined_[p.members[r]] || p.type == OpType::kAddProcessSet ||
-        p.type == OpType::kRemoveProcessSet) {
+        p.type == OpType::kRemoveProcessSet || isPointToPoint(p.type)) {
       return;
     }
     any_joined_missing = true;
@@ -123,6 +146,9 @@ void Controller::checkReady(const std::string& key) {
   Response resp;
   if (cached != nullptr) {
     resp = *cached;
+  } else if (isPointToPoint(p.type)) {
+    resp =
+        buildPointToPointResponse(p.name, *p.by_rank[0], *p.by_rank[1], p.members[0], p.members[1]);
   } else {
     std::vector<const Request*> by_rank(n, nullptr);
     for (size_t r = 0; r < n; ++r) by_rank[r] = p.by_rank[r] ? &*p.by_rank[r] : nullptr;
@@ -139,7 +165,8 @@ void Controller::checkReady(const std::string& key) {
       break;
     }
   }
-  if (resp.kind == Response::Kind::kOp && keep_decided_) decided_[key] = std::move(p.by_rank);
+  if (resp.kind == Response::Kind::kOp && keep_decided_ && !isPointToPoint(p.type))
+    decided_[key] = std::move(p.by_rank);
   const int32_t set = p.process_set;
   table_.erase(it);
   emitInSet(std::move(resp), set, group_id, group_size);

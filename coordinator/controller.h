@@ -87,6 +87,11 @@
 // (kAddProcessSet, kRemoveProcessSet): every rank executes them at the same
 // point of the order, so set ids agree everywhere.
 //
+// Point-to-point messages (coordinator/point_to_point.h): a kSend and a
+// kRecv request of one name (the pair and its count) wait for those two
+// ranks only, not for the set; joined ranks are waited for; the pair's
+// Response is checked by buildPointToPointResponse and never cached.
+//
 // Threading: Controller is owned and used only by rank 0's background thread.
 
 #include <chrono>
@@ -153,7 +158,7 @@ class Controller {
     OpType type;
     std::string name;
     int32_t process_set = kGlobalProcessSet;
-    std::vector<int> members;  // global ranks of the set, ascending
+    std::vector<int> members;  // global ranks of the set, ascending; p2p: {sender, receiver}
     uint64_t seq;              // arrival order, for deterministic scans
     Clock::time_point since;
     std::vector<std::optional<Request>> by_rank;  // by rank within the set

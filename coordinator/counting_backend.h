@@ -17,6 +17,7 @@
 //   broadcast      (n-1) / n * bytes (a chain/tree moves n-1 copies; this is
 //                  the per-rank mean)
 //   barrier        0
+//   send / recv    the bytes sent (a point-to-point message) / 0
 //   ringExchange   the bytes sent to the right neighbour (also what a ring
 //                  algorithm reports through countRingBytes)
 // Transport headers and the negotiation's control messages are not counted.
@@ -53,6 +54,13 @@ class CountingBackend : public Backend {
   Status reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
                        DataType dtype, ReduceOp op) override;
   Status barrier() override { return inner_.barrier(); }
+  Status send(const void* data, size_t bytes, int peer) override {
+    add(bytes);
+    return inner_.send(data, bytes, peer);
+  }
+  Status recv(void* data, size_t bytes, int peer) override {
+    return inner_.recv(data, bytes, peer);
+  }
   Status ringExchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) override;
   Transport* ringTransport() override { return inner_.ringTransport(); }
   void countRingBytes(uint64_t bytes) override { add(bytes); }

@@ -166,6 +166,10 @@ Status DeviceExecutor::execute(const Response& r, const std::vector<const Tensor
     case OpType::kRemoveProcessSet:
       return Status::internal(std::string(opTypeName(r.type)) +
                               " carries no tensor and never runs on a device");
+    case OpType::kSend:
+    case OpType::kRecv:
+      return Status::internal(std::string(opTypeName(r.type)) +
+                              " takes CPU tensors only (coordinator/point_to_point.h)");
   }
   TUTTI_RETURN_IF_ERROR(st);
   return ctx->synchronize();

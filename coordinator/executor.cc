@@ -66,9 +66,12 @@ Status Executor::execute(const Response& r, const std::vector<const TensorEntry*
     case OpType::kJoin:
       (*completions)[0].join_result = r.last_joined_rank;
       return Status::ok();
+    case OpType::kSend:
+      return pointToPoint(r, entries[0]);
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet:
-      break;  // the runtime runs these itself (coordinator/process_sets.h)
+    case OpType::kRecv:  // requests only: a matched pair is one kSend Response
+      break;             // the runtime runs set ops itself (coordinator/process_sets.h)
   }
   return Status::internal("unknown op type in a response");
 }
@@ -272,6 +275,18 @@ Status Executor::reducescatter(const Response& r, const TensorEntry* e, Completi
   done->has_output = true;
   done->output = std::move(out);
   return Status::ok();
+}
+
+Status Executor::pointToPoint(const Response& r, const TensorEntry* e) {
+  // Only the pair executes it (RuntimeImpl::executeResponse skips the others).
+  TUTTI_CHECK(e != nullptr);
+  TUTTI_CHECK_EQ(r.sizes.size(), size_t{2});
+  TUTTI_CHECK_EQ(r.sizes[1], e->input.numElements());
+  const size_t bytes = static_cast<size_t>(r.sizes[1]) * dataTypeSize(r.dtype);
+  if (bytes == 0) return Status::ok();  // both sides know: nothing moves
+  const int peer = e->request.root;
+  if (e->request.type == OpType::kSend) return backend_.send(e->input.data, bytes, peer);
+  return backend_.recv(e->output.data, bytes, peer);
 }
 
 }  // namespace tutti

@@ -20,6 +20,9 @@
 //    Completion's OwnedTensor; alltoall also reports the received splits.
 //  - broadcast: into the output buffer (root copies its input first).
 //  - barrier: Backend::barrier(). join: no collective.
+//  - send (a matched point-to-point pair, coordinator/point_to_point.h): on
+//    the sender Backend::send of the input, on the receiver Backend::recv
+//    into the output; an empty message moves nothing.
 //
 //  - compression: an allreduce (sum/average) whose Response names a
 //    compression spec other than "none", of a dtype the compressor applies
@@ -108,6 +111,7 @@ class Executor {
   Status broadcast(const Response& r, const TensorEntry* entry);
   Status alltoall(const Response& r, const TensorEntry* entry, Completion* done);
   Status reducescatter(const Response& r, const TensorEntry* entry, Completion* done);
+  Status pointToPoint(const Response& r, const TensorEntry* entry);
   // The compressor that takes this allreduce, or nullptr (uncompressed).
   Status compressorFor(const Response& r, Compressor** out);
 

@@ -126,6 +126,12 @@ Status RuntimeImpl::executeResponse(const Response& resp,
     return resp.type == OpType::kAddProcessSet ? executeAddProcessSet(resp, &(*completions)[0])
                                                : executeRemoveProcessSet(resp, &(*completions)[0]);
   }
+  if (resp.type == OpType::kSend &&
+      std::none_of(present.begin(), present.end(), [](auto* e) { return e; })) {
+    // A point-to-point message between two other ranks: nothing to do here.
+    completions->assign(resp.names.size(), Completion{});
+    return Status::ok();
+  }
   Executor* executor = executor_.get();
   last_executor_ = executor;
   if (resp.process_set != kGlobalProcessSet) {

@@ -4,6 +4,7 @@
 
 #include "coordinator/runtime.h"
 
+#include "coordinator/point_to_point.h"
 #include "coordinator/request_validation.h"
 #include "coordinator/runtime_impl.h"
 #include "core/compression_spec.h"
@@ -234,6 +235,45 @@ Status RuntimeImpl::join(Handle* handle) {
   return enqueue(OpType::kJoin, TensorView{}, nullptr, o, handle);
 }
 
+Status RuntimeImpl::pointToPoint(OpType type, const TensorView& tensor, int peer, int32_t tag,
+                                 int32_t process_set, Handle* handle) {
+  if (handle == nullptr) return Status::invalidArgument("handle must not be null");
+  TUTTI_RETURN_IF_ERROR(queue_.closedStatus());
+  const char* what = opTypeName(type);
+  ProcessSetInfo set;
+  TUTTI_RETURN_IF_ERROR(resolveSet(process_set, type, "", &set));
+  TUTTI_RETURN_IF_ERROR(checkPointToPointPeer(what, rank_, peer, set.ranks, set.id));
+  const bool sends = type == OpType::kSend;
+  const int src = sends ? rank_ : peer;
+  const int dst = sends ? peer : rank_;
+  std::lock_guard<std::mutex> lock(p2p_mu_);
+  int64_t& posted = p2p_posted_[{set.id, src, dst, tag}];
+  TensorEntry entry;
+  Request& r = entry.request;
+  r.rank = rank_;
+  r.type = type;
+  r.name = pointToPointName(src, dst, tag, posted);
+  r.dtype = tensor.dtype;
+  r.shape = tensor.shape;
+  r.root = set.rankOf(peer);
+  r.device = tensor.device;
+  r.process_set = set.id;
+  Status checked = checkPointToPointTensor(what, peer, tensor);
+  if (!checked.isOk()) {
+    ++posted;  // the peer's message of this number fails with this error
+    return announceInvalid({std::move(r)}, checked);
+  }
+  entry.input = tensor;
+  entry.output = tensor;
+  std::vector<TensorEntry> entries;
+  entries.push_back(std::move(entry));
+  std::vector<Handle> handles;
+  TUTTI_RETURN_IF_ERROR(submit(std::move(entries), &handles));
+  ++posted;
+  *handle = handles[0];
+  return Status::ok();
+}
+
 // -------------------------------------------------------------------- Runtime
 
 Status Runtime::create(const Settings& settings, std::unique_ptr<Runtime>* out) {
@@ -334,6 +374,14 @@ Status Runtime::reducescatter(const TensorView& input, const OpOptions& options,
 }
 Status Runtime::barrier(Handle* handle, int32_t process_set) {
   return impl_->barrier(handle, process_set);
+}
+Status Runtime::send(const TensorView& input, int dst, int32_t tag, int32_t process_set,
+                     Handle* handle) {
+  return impl_->pointToPoint(OpType::kSend, input, dst, tag, process_set, handle);
+}
+Status Runtime::recv(const TensorView& output, int src, int32_t tag, int32_t process_set,
+                     Handle* handle) {
+  return impl_->pointToPoint(OpType::kRecv, output, src, tag, process_set, handle);
 }
 Status Runtime::addProcessSet(const std::vector<int>& ranks, int32_t* id) {
   return impl_->addProcessSet(ranks, id);

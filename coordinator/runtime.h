@@ -143,6 +143,27 @@ class Runtime {
   // joinResult(handle) is the last rank to join (same on every rank).
   Status join(Handle* handle);
 
+  // Tagged point-to-point messages (coordinator/point_to_point.h), between
+  // two ranks of a process set, negotiated through rank 0 but waiting only
+  // for the pair. send: `input` goes to global rank `dst`; recv: `output`
+  // takes the message from global rank `src`. The n-th send from s to d
+  // with a tag meets the n-th recv on d from s with that tag (posting order;
+  // no wildcards); messages with other tags or pairs are independent. Any
+  // dtype; sender and receiver must agree on the dtype, the device and the
+  // number of elements (shapes may differ): else kMismatch on both, naming
+  // the message (ranks, tag, number), both dtypes and counts. Zero elements
+  // complete without moving data. Memory: borrowed until the handle
+  // completes (the input unchanged, the output not read). Errors at enqueue:
+  // kInvalidArgument for a peer that is not another member of the set
+  // (oneself included), a CUDA tensor (CPU only; the message then also fails
+  // on the peer), a bad view; a backend without point-to-point (nccl's
+  // device path is not one: CPU tensors go over tcp or mpi) fails the handle
+  // with kInvalidArgument naming it. A recv whose sender never sends is a
+  // stall (kStalled after TUTTI_STALL_SHUTDOWN_TIME_SECONDS); a lost peer
+  // is kPeerLost.
+  Status send(const TensorView& input, int dst, int32_t tag, int32_t process_set, Handle* handle);
+  Status recv(const TensorView& output, int src, int32_t tag, int32_t process_set, Handle* handle);
+
   // Process sets (coordinator/process_sets.h). Registers the set of these
   // global ranks (any order, distinct, in [0, size())) and returns its id;
   // collective over the job: every rank calls it, in the same order, with the

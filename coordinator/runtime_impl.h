@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "coordinator/controller.h"
@@ -70,6 +71,9 @@ class RuntimeImpl {
                           std::vector<Handle>* handles);
   Status barrier(Handle* handle, int32_t process_set);
   Status join(Handle* handle);
+  // kSend or kRecv (coordinator/point_to_point.h); `peer` is a global rank.
+  Status pointToPoint(OpType type, const TensorView& tensor, int peer, int32_t tag,
+                      int32_t process_set, Handle* handle);
 
   // Process sets (process_set_ops.cc; coordinator/process_sets.h).
   ProcessSetTable& processSets() { return sets_; }
@@ -138,7 +142,12 @@ class RuntimeImpl {
   // Every registered process set, with its name counters (thread-safe).
   ProcessSetTable sets_;
   std::atomic<int64_t> set_op_counter_{0};  // names of registrations/removals
-  std::mutex wake_mu_;                      // guards the transport's lifetime against wake()
+  // Point-to-point messages posted per (set, sender, receiver, tag): the
+  // next one's number in its name. Guarded by p2p_mu_, held from naming to
+  // the queue, so that the numbers follow the posting order.
+  std::mutex p2p_mu_;
+  std::map<std::tuple<int32_t, int, int, int32_t>, int64_t> p2p_posted_;
+  std::mutex wake_mu_;  // guards the transport's lifetime against wake()
   bool transport_open_ = false;
   std::mutex shutdown_mu_;  // serialises shutdown() callers
   std::thread thread_;

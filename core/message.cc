@@ -24,6 +24,10 @@ const char* opTypeName(OpType type) {
       return "add_process_set";
     case OpType::kRemoveProcessSet:
       return "remove_process_set";
+    case OpType::kSend:
+      return "send";
+    case OpType::kRecv:
+      return "recv";
   }
   return "invalid";
 }
@@ -41,7 +45,7 @@ std::string displayName(int32_t process_set, const std::string& name) {
 
 namespace {
 
-constexpr uint8_t kMaxOpType = static_cast<uint8_t>(OpType::kRemoveProcessSet);
+constexpr uint8_t kMaxOpType = static_cast<uint8_t>(OpType::kRecv);
 constexpr uint32_t kMaxListLength = 1u << 22;
 constexpr size_t kMaxSpecLength = 256;  // compression specs are a few characters
 // The fewest bytes one encoded element takes (every field present, strings and

@@ -28,6 +28,11 @@ enum class OpType : uint8_t {
   // set (coordinator/process_sets.h).
   kAddProcessSet = 7,
   kRemoveProcessSet = 8,
+  // Point-to-point messages (coordinator/point_to_point.h): a request of one
+  // rank of a pair; rank 0 matches a kSend with its kRecv and decides one
+  // kSend Response for the pair, executed by those two ranks only.
+  kSend = 9,
+  kRecv = 10,
 };
 const char* opTypeName(OpType type);
 
@@ -50,7 +55,7 @@ struct Request {
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
   Shape shape;
-  int32_t root = 0;  // broadcast
+  int32_t root = 0;  // broadcast; kSend/kRecv: the peer's rank within the set
   double prescale = 1.0;
   double postscale = 1.0;
   std::vector<int64_t> splits;  // alltoall: rows sent to each rank; empty = even split
@@ -112,7 +117,9 @@ struct Response {
   // The process set of every name in the response; only its members execute
   // it (rank, size, joined_ranks, sizes and root are within the set).
   // kAddProcessSet: sizes holds the new set's ranks; kRemoveProcessSet: root
-  // holds the id.
+  // holds the id. kSend (a matched point-to-point message): root is the
+  // sender's rank in the set, sizes = {receiver's rank in the set, element
+  // count}; only those two ranks execute it.
   int32_t process_set = kGlobalProcessSet;
 };
 

@@ -1,10 +1,9 @@
 #pragma once
 
 // The interface between the coordinator and a collective backend (tcp, mpi
-// and nccl; ops/backend_registry.h picks one). Each call is one collective over the whole world, made
-// by every rank in the same order (the coordinator guarantees it). Buffers are
-// contiguous host memory. Calls block the background thread until the
-// collective finished on this rank or failed.
+// and nccl; ops/backend_registry.h picks one). Each call is one collective over the whole world,
+// made by every rank in the same order (the coordinator guarantees it). Buffers are contiguous host
+// memory. Calls block the background thread until the collective finished on this rank or failed.
 //
 // Errors: kPeerLost (naming the rank) when a peer is lost; the backend is
 // then broken and every later call fails the same way.
@@ -97,6 +96,20 @@ class Backend {
     return alltoallv(send, sends, recv, recvs);
   }
 
+  // A point-to-point message (coordinator/point_to_point.h): send() moves
+  // `bytes` bytes from `data` to rank `peer`; recv() takes exactly `bytes`
+  // bytes from `peer` into `data`. Blocks until this side is done. The
+  // coordinator calls them on the two ranks of a matched pair only, at the
+  // same point of both ranks' response order, with the same byte count;
+  // peer != rank(), bytes > 0. Messages between two ranks arrive in the order
+  // they were sent. The default returns kInvalidArgument naming the backend;
+  // tcp (sockets, shared memory) and mpi (MPI_Isend/MPI_Irecv) send them
+  // over their transport.
+  virtual Status send(const void* /*data*/, size_t /*bytes*/, int /*peer*/) {
+    return noPointToPoint();
+  }
+  virtual Status recv(void* /*data*/, size_t /*bytes*/, int /*peer*/) { return noPointToPoint(); }
+
   // Non-blocking point-to-point access for ring algorithms that overlap
   // their own work with the transfers, segment by segment
   // (coordinator/compressed_ring_allreduce.cc); null when the backend has
@@ -104,6 +117,13 @@ class Backend {
   // through it with countRingBytes (CountingBackend adds it to its count).
   virtual Transport* ringTransport() { return nullptr; }
   virtual void countRingBytes(uint64_t /*bytes*/) {}
+
+ private:
+  Status noPointToPoint() const {
+    return Status::invalidArgument(std::string("the ") + name() +
+                                   " backend does not send point-to-point messages (send/recv); "
+                                   "the tcp and mpi backends do");
+  }
 };
 
 }  // namespace tutti

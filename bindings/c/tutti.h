@@ -383,6 +383,7 @@ TUTTI_API int tutti_reducescatter_async_opts(const tutti_tensor* input, const ch
                                              const tutti_op_options* options,
                                              tutti_handle* handle);
 TUTTI_API int tutti_barrier_async_opts(const tutti_op_options* options, tutti_handle* handle);
+#include "tutti_p2p.h" /* tagged point-to-point messages: tutti_send_async, tutti_recv_async */
 
 /*
  * Registers a process set of `n` global ranks (any order; distinct, in

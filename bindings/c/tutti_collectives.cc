@@ -50,6 +50,20 @@ int copyOut(const std::vector<int>& values, int* out, int capacity, int* count) 
   return TUTTI_OK;
 }
 
+// tutti_send_async / tutti_recv_async (tutti_p2p.h).
+int pointToPoint(bool send, const tutti_tensor* tensor, int peer, int tag,
+                 const tutti_op_options* opts, tutti_handle* handle) {
+  tutti::TensorView view;
+  tutti::OpOptions options;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(tensor, send ? "input" : "output", &view)) return rc;
+  if (int rc = applyOptions(opts, false, &options)) return rc;
+  return withRuntime([&](tutti::Runtime& rt) {
+    return report(send ? rt.send(view, peer, tag, options.process_set, handle)
+                       : rt.recv(view, peer, tag, options.process_set, handle));
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -287,6 +301,16 @@ int tutti_process_set_ids(int* ids, int capacity, int* count) {
     for (const tutti::ProcessSetInfo& set : rt.processSets()) all.push_back(set.id);
     return copyOut(all, ids, capacity, count);
   });
+}
+
+int tutti_send_async(const tutti_tensor* input, int dst, int tag, const tutti_op_options* opts,
+                     tutti_handle* handle) {
+  return pointToPoint(true, input, dst, tag, opts, handle);
+}
+
+int tutti_recv_async(const tutti_tensor* output, int src, int tag, const tutti_op_options* opts,
+                     tutti_handle* handle) {
+  return pointToPoint(false, output, src, tag, opts, handle);
 }
 
 }  // extern "C"

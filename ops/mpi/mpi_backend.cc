@@ -239,4 +239,14 @@ Status MpiBackend::barrier() {
   return check(code, req, "MPI_Ibarrier");
 }
 
+Status MpiBackend::send(const void* data, size_t bytes, int peer) {
+  if (!broken_.isOk()) return broken_;
+  return transport_.wait(transport_.postSend(peer, data, bytes));
+}
+
+Status MpiBackend::recv(void* data, size_t bytes, int peer) {
+  if (!broken_.isOk()) return broken_;
+  return transport_.wait(transport_.postRecv(peer, data, bytes));
+}
+
 }  // namespace tutti

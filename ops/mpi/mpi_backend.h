@@ -88,6 +88,10 @@ class MpiBackend : public Backend {
   Status reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
                        DataType dtype, ReduceOp op) override;
   Status barrier() override;
+  // Point-to-point messages through the transport's MPI_Isend/MPI_Irecv
+  // (ops/mpi/mpi_transport.h), bounded as its messages are.
+  Status send(const void* data, size_t bytes, int peer) override;
+  Status recv(void* data, size_t bytes, int peer) override;
 
  private:
   // The result of starting `call` (`code`, `request`), waited for.

@@ -113,4 +113,12 @@ Status TcpBackend::barrier() {
   return barrierDissemination(transport_);
 }
 
+Status TcpBackend::send(const void* data, size_t bytes, int peer) {
+  return transport_.wait(transport_.postSend(peer, data, bytes));
+}
+
+Status TcpBackend::recv(void* data, size_t bytes, int peer) {
+  return transport_.wait(transport_.postRecv(peer, data, bytes));
+}
+
 }  // namespace tutti

@@ -37,6 +37,10 @@ class TcpBackend : public Backend {
   Status reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
                        DataType dtype, ReduceOp op) override;
   Status barrier() override;
+  // Over the transport: sockets, or the shared-memory rings between two
+  // ranks on one host (ops/tcp/shm_link.h).
+  Status send(const void* data, size_t bytes, int peer) override;
+  Status recv(void* data, size_t bytes, int peer) override;
   Transport* ringTransport() override { return &transport_; }
 
  private:

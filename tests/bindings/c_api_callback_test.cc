@@ -4,12 +4,8 @@
 // the test process; two-rank cases fork both ranks (the C API has one runtime
 // per process), rank 0 serving the rendezvous.
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "forked_ranks.h"
 #include "single_rank_fixture.h"
 #include "tutti.h"
 
@@ -144,31 +141,6 @@ TEST_F(CApiCallback, BadArgumentsAreRefused) {
 
 // ---- two ranks, forked ------------------------------------------------------------
 
-// In a child: prints what failed and exits 1.
-#define CHILD_CHECK(cond)                                                                        \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      std::fprintf(stderr, "rank: CHECK FAILED line %d: %s (last error: %s)\n", __LINE__, #cond, \
-                   tutti_last_error());                                                          \
-      _exit(1);                                                                                  \
-    }                                                                                            \
-  } while (0)
-
-int freePort() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(s);
-    return -1;
-  }
-  close(s);
-  return ntohs(addr.sin_port);
-}
-
 // Reads one record within 10 s (the pipe is non-blocking); false on timeout.
 bool readRecord(int fd, tutti_completion_record* r) {
   const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -184,15 +156,7 @@ bool readRecord(int fd, tutti_completion_record* r) {
 // submits, and shutdown (of either rank) runs its callback once with
 // TUTTI_ERR_SHUTDOWN.
 void childRank(int rank, int port) {
-  setenv("TUTTI_RANK", std::to_string(rank).c_str(), 1);
-  setenv("TUTTI_SIZE", "2", 1);
-  setenv("TUTTI_LOCAL_RANK", std::to_string(rank).c_str(), 1);
-  setenv("TUTTI_LOCAL_SIZE", "2", 1);
-  setenv("TUTTI_RENDEZVOUS_ADDR", "127.0.0.1", 1);
-  setenv("TUTTI_RENDEZVOUS_PORT", std::to_string(port).c_str(), 1);
-  setenv("TUTTI_RENDEZVOUS_SERVER", "rank0", 1);
-  setenv("TUTTI_SECRET", "c-api-callback-test", 1);
-  setenv("TUTTI_TIMEOUT_SECONDS", "10", 1);
+  setForkedRankEnv(rank, 2, port, "c-api-callback-test");
   CHILD_CHECK(tutti_init() == TUTTI_OK);
   int fds[2];
   CHILD_CHECK(pipe(fds) == 0);
@@ -230,22 +194,8 @@ void childRank(int rank, int port) {
   _exit(0);
 }
 
-int waitChild(pid_t pid) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 TEST(CApiCallbackTwoRanks, ErrorAndShutdownReachTheCallbackOnce) {
-  const int port = freePort();
-  ASSERT_GT(port, 0);
-  pid_t pids[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    pids[rank] = fork();
-    ASSERT_GE(pids[rank], 0);
-    if (pids[rank] == 0) childRank(rank, port);
-  }
-  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(waitChild(pids[rank]), 0) << "rank " << rank;
+  EXPECT_EQ(runForkedRanks(2, childRank), (std::vector<int>{0, 0})) << "exit codes of ranks 0, 1";
 }
 
 }  // namespace

@@ -165,6 +165,46 @@ TEST(PeerLostTest, SetMembersFailWithPeerLostNamingTheRank) {
   }
 }
 
+// A point-to-point message (coordinator/point_to_point.h) whose sender dies.
+TEST(PeerLostTest, PointToPointRecvFromADeadSender) {
+  constexpr double kTimeout = 5;
+  ClusterOptions options;
+  options.timeout_seconds = kTimeout;
+  ProcessPlan plan;
+  plan.kill_rank = 1;
+  plan.kill_delay_seconds = 0.3;
+  plan.require_clean_shutdown = false;
+  auto body = [](Runtime& rt, ProcessRank& self) {
+    HostTensor t(DataType::kFloat32, {1024});
+    if (rt.rank() == 1) {
+      self.check(IsOk(runOpStatus(
+                     rt, [&](Handle* h) { return rt.send(t.view(), 0, 0, kGlobalProcessSet, h); })),
+                 "first message");
+      self.signalReady();
+      std::this_thread::sleep_for(std::chrono::seconds(60));  // SIGKILLed here
+      return;
+    }
+    self.check(IsOk(runOpStatus(
+                   rt, [&](Handle* h) { return rt.recv(t.view(), 1, 0, kGlobalProcessSet, h); })),
+               "first message");
+    Handle h = -1;
+    if (!self.check(rt.recv(t.view(), 1, 0, kGlobalProcessSet, &h).isOk(), "enqueue")) return;
+    self.signalReady();
+    const auto start = std::chrono::steady_clock::now();
+    Status st = rt.wait(h, 4 * kTimeout);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    self.check(st.code() == StatusCode::kPeerLost, "expected peer lost, got " + st.toString());
+    self.check(namesRank(st.message(), 1), "does not name rank 1: " + st.message());
+    self.check(waited <= 2 * kTimeout + 1, "took " + std::to_string(waited) + " s");
+  };
+  const auto results = runProcessRanks(2, body, options, plan);
+  ASSERT_EQ(results.size(), size_t{2});
+  EXPECT_EQ(results[1].term_signal, 9) << results[1].describe();
+  EXPECT_TRUE(results[0].exited) << results[0].describe();
+  EXPECT_EQ(results[0].exit_code, 0) << results[0].describe();
+}
+
 std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
   return "size" + std::to_string(std::get<0>(info.param)) + "_kill" +
          std::to_string(std::get<1>(info.param));

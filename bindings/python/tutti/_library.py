@@ -157,6 +157,9 @@ _OPTIONAL_SIGNATURES = {
         ctypes.c_int, [_T, ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_double,
                        _OPTS, _H]),
     "tutti_barrier_async_opts": (ctypes.c_int, [_OPTS, _H]),
+    # Point-to-point messages (tutti.torch.p2p, tutti_p2p.h).
+    "tutti_send_async": (ctypes.c_int, [_T, ctypes.c_int, ctypes.c_int, _OPTS, _H]),
+    "tutti_recv_async": (ctypes.c_int, [_T, ctypes.c_int, ctypes.c_int, _OPTS, _H]),
     # Completion callbacks (tutti.torch.distributed._completion).
     "tutti_handle_on_complete": (ctypes.c_int, [c_handle, ctypes.c_void_p, ctypes.c_void_p]),
     "tutti_add_process_set": (ctypes.c_int, [_INTS, ctypes.c_int, _INTS]),

@@ -3,8 +3,9 @@
 CPU tensors of every dtype (uint8, int8, int16, int32, int64, float16,
 bfloat16, float32, float64, bool), any shape; CUDA tensors too in a build
 with CUDA (cuda_built()). See tutti.torch.ops for the collectives,
-tutti.torch.functions for the helpers, tutti.torch.optimizer.DistributedOptimizer
-and tutti.torch.sync_batch_norm.SyncBatchNorm.
+tutti.torch.functions for the helpers, tutti.torch.optimizer.DistributedOptimizer,
+tutti.torch.sync_batch_norm.SyncBatchNorm, and tutti.torch.p2p for
+point-to-point messages (send, recv and their async forms).
 """
 
 from tutti.basics import (
@@ -98,6 +99,7 @@ from tutti.torch.grouped import (
     grouped_reducescatter_async,
 )
 from tutti.torch.optimizer import DistributedOptimizer
+from tutti.torch.p2p import recv, recv_async, send, send_async
 from tutti.torch.sparse import SparseHandle, sparse_allreduce, sparse_allreduce_async
 from tutti.torch.sync_batch_norm import SyncBatchNorm
 
