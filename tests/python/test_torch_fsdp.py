@@ -9,6 +9,8 @@ bfloat16 parameters (MixedPrecisionPolicy) within bfloat16's tolerance.
 Skipped on torch 1.x, which has no FSDP2.
 """
 
+import importlib.util
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -16,10 +18,15 @@ import torch.nn as nn
 
 from torch_dist_util import groups
 
-fsdp = pytest.importorskip("torch.distributed.fsdp", reason="torch without FSDP")
+# FSDP2 needs DeviceMesh (torch 2.x); torch 1.13's FSDP package does not even
+# import on Python 3.11, so look for the mesh before importing it.
+if importlib.util.find_spec("torch.distributed.device_mesh") is None:
+    pytest.skip("torch %s has no DeviceMesh/FSDP2" % torch.__version__, allow_module_level=True)
+
+import torch.distributed.fsdp as fsdp  # noqa: E402
+
 if not hasattr(fsdp, "fully_shard"):
     pytest.skip("torch %s has no FSDP2 (fully_shard)" % torch.__version__, allow_module_level=True)
-
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 
 PER_RANK = 4

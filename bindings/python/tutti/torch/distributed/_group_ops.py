@@ -136,7 +136,7 @@ def _sig(kind, *tensors, count=True):
     return "%s.%s.%d" % (kind, dtype, sum(t.numel() for t in tensors))
 
 
-def _one(tensors, op):
+def one_tensor(tensors, op):
     if len(tensors) != 1:
         raise RuntimeError("tutti backend: %s takes one tensor per call (got a list of %d; "
                            "multi-device lists are not supported)" % (op, len(tensors)))
@@ -231,7 +231,7 @@ class GroupOps:
     # -- reductions ---------------------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
-        t = _one(tensors, "all_reduce")
+        t = one_tensor(tensors, "all_reduce")
         start, finish = col.allreduce(t, _reduce_op(opts, "all_reduce"))
         return self._run(_sig("allreduce", t), [t], start, lambda r: [finish(r)], opts)
 
@@ -241,14 +241,14 @@ class GroupOps:
         return self._run(_sig("allreduce_coalesced", *tensors), tensors, start, finish, opts)
 
     def reduce(self, tensors, opts=None):
-        t = _one(tensors, "reduce")
+        t = one_tensor(tensors, "reduce")
         red = _reduce_op(opts, "reduce")
         start, finish = col.reduce(t, red, _root(opts, "reduce") == self.rank())
         return self._run(_sig("reduce", t), [t], start, lambda r: [finish(r)], opts)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        out = _one(output_tensors, "reduce_scatter")
-        inputs = _one(input_tensors, "reduce_scatter")
+        out = one_tensor(output_tensors, "reduce_scatter")
+        inputs = one_tensor(input_tensors, "reduce_scatter")
         col.check_count(inputs, self.size(), "reduce_scatter", "input tensors")
         red = _reduce_op(opts, "reduce_scatter")
         start, finish = col.reduce_scatter(out, inputs, red, self.rank(), self.size())
@@ -272,14 +272,14 @@ class GroupOps:
     # -- data movement --------------------------------------------------------------
 
     def broadcast(self, tensors, opts=None):
-        t = _one(tensors, "broadcast")
+        t = one_tensor(tensors, "broadcast")
         root = self._global_rank(_root(opts, "broadcast") if opts is not None else 0)
         start = col.broadcast(t, root)
         return self._run(_sig("broadcast", t), [t], start, lambda r: [t], opts)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
-        t = _one(input_tensors, "all_gather")
-        outs = _one(output_tensors, "all_gather")
+        t = one_tensor(input_tensors, "all_gather")
+        outs = one_tensor(output_tensors, "all_gather")
         col.check_count(outs, self.size(), "all_gather", "output tensors")
         start, finish = col.gather_into(t, outs, "all_gather")
         return self._run(_sig("allgather", t), [t], start, lambda r: [finish(r)], opts)
@@ -309,22 +309,22 @@ class GroupOps:
         return self._run(_sig("allgather_coalesced", *input_list), list(input_list), start, split, opts)
 
     def gather(self, output_tensors, input_tensors, opts=None):
-        t = _one(input_tensors, "gather")
+        t = one_tensor(input_tensors, "gather")
         root = opts.rootRank
         outs = None
         if self.rank() == root:
-            outs = _one(output_tensors, "gather")
+            outs = one_tensor(output_tensors, "gather")
             col.check_count(outs, self.size(), "gather", "gather_list entries")
         start, finish = col.gather(t, outs, root, self.size())
         return self._run(_sig("gather", t), [t], start,
                          lambda r: [finish(r)] if outs is not None else [], opts)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
-        out = _one(output_tensors, "scatter")
+        out = one_tensor(output_tensors, "scatter")
         root = opts.rootRank
         chunks = None
         if self.rank() == root:
-            chunks = _one(input_tensors, "scatter")
+            chunks = one_tensor(input_tensors, "scatter")
             col.check_count(chunks, self.size(), "scatter", "scatter_list entries")
         start, finish = col.scatter(out, chunks, root, self.size())
         return self._run(_sig("scatter", out), [out], start, lambda r: [finish(r)], opts)

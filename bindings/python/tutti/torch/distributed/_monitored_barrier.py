@@ -1,7 +1,7 @@
 """monitored_barrier for backend "tutti": gloo's debugging barrier, which
 names the ranks that did not arrive, over the group's torch store.
 
-Every rank but 0 writes an arrival key; rank 0 waits for each with the
+Every rank but 0 counts itself in at an arrival key; rank 0 waits for each with the
 timeout and then writes the release key every other rank waits for. Rank 0
 raises "Rank r failed to pass monitoredBarrier in T ms" (gloo's sentence) for
 the first rank missing, or with wait_all_ranks=True "Ranks r, s failed to
@@ -12,10 +12,18 @@ prefix; rank 0 deletes the arrival keys it read.
 
 Why the store and not tutti: tutti's barrier completes on all ranks or fails
 on all ranks, and cannot say who is missing; the store answers per key.
+Keys are counters, written with add(key, 1) and polled with add(key, 0)
+every POLL_SECONDS, as torch's own store-based barrier does (every torch
+store has add; torch 1.x's PrefixStore has no check()). Not store.wait():
+one that times out leaves its request pending on torch 1.x's TCPStore,
+whose late answer then desynchronises that client's next command.
 """
 
 import datetime
 import threading
+import time
+
+POLL_SECONDS = 0.01
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)  # torch's default process group timeout
 
@@ -47,24 +55,20 @@ class MonitoredBarrier:
         prefix = "tutti/monitored_barrier/%d/" % call
         if self._rank == 0:
             self._collect(prefix, timeout, wait_all_ranks)
-            self._store.set(prefix + "release", b"1")
+            self._store.add(prefix + "release", 1)
             return
-        self._store.set(prefix + "arrived/%d" % self._rank, b"1")
-        try:
-            self._store.wait([prefix + "release"], timeout)
-        except RuntimeError as e:
+        self._store.add(prefix + "arrived/%d" % self._rank, 1)
+        if not _wait_key(self._store, prefix + "release", time.monotonic() + _seconds(timeout)):
             raise RuntimeError("tutti backend: monitored_barrier: rank 0 did not release rank %d "
-                               "within %d ms (%s)" % (self._rank, _ms(timeout), e)) from None
+                               "within %d ms (rank 0 names the ranks it missed)"
+                               % (self._rank, _ms(timeout)))
 
     def _collect(self, prefix, timeout, wait_all_ranks):
-        deadline = datetime.datetime.now() + timeout
+        deadline = time.monotonic() + _seconds(timeout)
         missing = []
         for r in range(1, self._size):
             key = prefix + "arrived/%d" % r
-            left = max(deadline - datetime.datetime.now(), datetime.timedelta(milliseconds=1))
-            try:
-                self._store.wait([key], left)
-            except RuntimeError:
+            if not _wait_key(self._store, key, deadline):
                 missing.append(r)
                 if not wait_all_ranks:
                     break
@@ -76,6 +80,19 @@ class MonitoredBarrier:
         if missing:
             raise RuntimeError("Ranks %s failed to pass monitoredBarrier in %d ms"
                                % (", ".join(str(r) for r in missing), _ms(timeout)))
+
+
+def _wait_key(store, key, deadline):
+    """True once key exists in store, False at the deadline (time.monotonic())."""
+    while store.add(key, 0) < 1:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_SECONDS)
+    return True
+
+
+def _seconds(timeout):
+    return timeout.total_seconds()
 
 
 def _ms(timeout):

@@ -1,18 +1,47 @@
-"""Point-to-point messages of backend "tutti" (send, recv)."""
+"""Point-to-point messages of backend "tutti": send, recv (and through them
+torch's isend, irecv, batch_isend_irecv and pipeline schedules) as tutti's
+tagged messages (tutti.torch.p2p).
+
+torch passes the peer as a group rank; tutti takes global ranks, so the
+group's process set maps it. The n-th send from rank s to rank d with tag t
+meets the n-th recv on d from s with tag t (MPI's non-overtaking rule, as
+gloo's). Sender and receiver must agree on the dtype and the element count
+(else both raise tutti's MismatchError naming the message); float8 and other
+dtypes tutti does not reduce travel as their bytes. recv from any source
+(torch's recv without src) is not supported: tutti matches messages by pair.
+Each call returns the op's torch.futures.Future (value: [tensor]).
+"""
+
+from tutti.torch import ops, p2p
+from tutti.torch.distributed import _collectives as col
+from tutti.torch.distributed._completion import complete_later
+from tutti.torch.distributed._group_ops import one_tensor
 
 
-def _unsupported(op):
-    raise RuntimeError("tutti backend does not support %s yet; use a gloo group for it "
-                       "(dist.new_group(backend='gloo'))" % op)
+def _start(group, tensors, what, enqueue):
+    if group._error is not None:  # noqa: SLF001 (the group's own state)
+        raise RuntimeError(group._error)  # noqa: SLF001
+    tensor = one_tensor(tensors, what)
+    handle = enqueue(col.movable(tensor))
+    devices = [str(tensor.device)] if tensor.device.type == "cuda" else None
+    return complete_later(ops.c_handles_of(handle), lambda: ops.synchronize(handle),
+                          lambda result: [tensor], devices)
 
 
 def send(group, tensors, dst, tag):
-    _unsupported("send")
+    """Sends tensors[0] to group rank dst with tag; a future."""
+    peer = group._global_rank(dst)  # noqa: SLF001
+    return _start(group, tensors, "send", lambda t: p2p.send_async(
+        t, peer, tag=tag, process_set=group._process_set))  # noqa: SLF001
 
 
 def recv(group, tensors, src, tag):
-    _unsupported("recv")
+    """Receives into tensors[0] from group rank src with tag; a future."""
+    peer = group._global_rank(src)  # noqa: SLF001
+    return _start(group, tensors, "recv", lambda t: p2p.recv_async(
+        t, peer, tag=tag, process_set=group._process_set))  # noqa: SLF001
 
 
 def recv_anysource():
-    _unsupported("recv_anysource (a receive from any rank)")
+    raise RuntimeError("tutti backend does not support recv without src (a receive from any "
+                       "rank): tutti matches messages by sender and receiver; pass src")

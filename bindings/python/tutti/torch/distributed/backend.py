@@ -66,6 +66,16 @@ class BackendTutti(GroupOps, C10DBackend):
         outputs = list(output.chunk(self.size())) if self.rank() == opts.rootRank else []
         return self.gather([outputs], [input], opts)
 
+    # Capabilities torch reads as properties. They must be defined here: torch's
+    # trampoline reads them by attribute, and the inherited C++ property would
+    # call back into the trampoline (endless recursion).
+    supports_splitting = property(lambda self: False)  # subgroups via new_group
+    supports_coalescing = property(lambda self: False)  # coalesced methods below instead
+    supports_shrinking = property(lambda self: False)
+    supports_reconfigure = property(lambda self: False)
+    supports_window = property(lambda self: False)
+    _supports_time_estimate = property(lambda self: False)
+
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
         self._monitor.run(timeout, wait_all_ranks)
 
