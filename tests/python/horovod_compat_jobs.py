@@ -21,9 +21,10 @@ Exits non-zero with a message saying what was wrong.
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
+
+from run_job_tests import run  # prints the command and its output; exits on a timeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -60,18 +61,6 @@ print("PROBE OK", horovod.__version__, sys.argv[1:])
 '''
 
 
-def run(cmd, env, timeout=600):
-    print("+ " + " ".join(cmd), flush=True)
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        print(e.stdout or "")
-        sys.exit("FAIL: %s did not finish within %d s" % (" ".join(cmd[:4]), timeout))
-    print(proc.stdout, flush=True)
-    return proc.returncode, proc.stdout
-
-
 def job_env(args, extra_path=None):
     env = dict(os.environ)
     if args.library:
@@ -91,7 +80,7 @@ def fail(message):
 def cmd_example(args):
     rc, out = run([args.tuttirun, "-np", str(args.np), "--horovod-compat", PYTHON, EXAMPLE,
                    "--epochs", "1", "--train-fraction", "0.1", "--test-fraction", "0.2",
-                   "--log-interval", "5", "--lr", "0.05"], job_env(args))
+                   "--log-interval", "5", "--lr", "0.05"], job_env(args), 600)
     if rc != 0:
         return fail("the job exited with %d" % rc)
     losses = [float(x) for x in re.findall(r"Train Epoch: 1 \[\d+/\d+ \(\d+%\)\]\s+Loss: ([0-9.]+)",
@@ -114,10 +103,11 @@ def cmd_runner(args):
         probe = os.path.join(tmp, "probe.py")
         with open(probe, "w") as f:
             f.write(PROBE)
-        rc, out = run([PYTHON, "-m", "tutti.horovod_compat", probe, "--flag", "x"], job_env(args))
+        runner = [PYTHON, "-m", "tutti.horovod_compat"]
+        rc, out = run(runner + [probe, "--flag", "x"], job_env(args), 300)
         if rc != 0 or "PROBE OK 0.28.1 ['--flag', 'x']" not in out:
             return fail("the probe through the runner: exit %d" % rc)
-        rc, out = run([PYTHON, probe], job_env(args))
+        rc, out = run([PYTHON, probe], job_env(args), 300)
         if rc == 0 or "No module named 'horovod'" not in out:
             return fail("without the runner `import horovod` must fail (exit %d)" % rc)
         fake = os.path.join(tmp, "site", "horovod")
@@ -125,14 +115,14 @@ def cmd_runner(args):
         with open(os.path.join(fake, "__init__.py"), "w") as f:
             f.write("raise SystemExit('the fake real Horovod was imported')\n")
         env = job_env(args, extra_path=os.path.dirname(fake))
-        rc, out = run([PYTHON, "-m", "tutti.horovod_compat", probe], env)
+        rc, out = run(runner + [probe], env, 300)
         if rc != 2 or "a real Horovod is installed (%s" % fake not in out:
             return fail("an installed Horovod must be refused with exit 2 (got %d)" % rc)
-        rc, out = run([PYTHON, "-m", "tutti.horovod_compat", "--shadow-real-horovod", probe], env)
+        rc, out = run(runner + ["--shadow-real-horovod", probe], env, 300)
         if rc != 0 or "PROBE OK" not in out:
             return fail("--shadow-real-horovod must run on tutti (exit %d)" % rc)
         env["TUTTI_HOROVOD_COMPAT_SHADOW"] = "1"
-        rc, out = run([PYTHON, "-m", "tutti.horovod_compat", probe], env)
+        rc, out = run(runner + [probe], env, 300)
         if rc != 0 or "PROBE OK" not in out:
             return fail("TUTTI_HOROVOD_COMPAT_SHADOW=1 must run on tutti (exit %d)" % rc)
     print("horovod_compat runner: OK")
