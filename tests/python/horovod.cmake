@@ -21,7 +21,7 @@ if(TARGET tuttirun AND TARGET tutti)
   if(TARGET tutti_mpi)
     add_test(NAME mpi_python_horovod_np2
       COMMAND ${_hvd_pytest} --np 2 --mpi --timeout 300
-              --files test_adasum_tiny.py test_horovod_optimizer_state.py
+              --files test_adasum_tiny.py test_horovod_optimizer_state.py test_horovod_mpi_ops.py
                       test_horovod_messages.py test_queries.py)
     foreach(_np 4 8)
       add_test(NAME mpi_python_adasum_tiny_np${_np}

@@ -175,7 +175,8 @@ class SyncBatchNorm(_BatchNorm):
                              "float32, float64), got %s" % x.dtype)
         if x.dim() < 2:
             raise ValueError("expected at least 2D input (got %dD input): SyncBatchNorm expects "
-                             "an input of shape (N, C) or (N, C, *)" % x.dim())
+                             "an input of shape (N, C) or (N, C, *), got %d dimension(s)"
+                             % (x.dim(), x.dim()))
         if x.shape[1] != self.num_features:
             raise ValueError("SyncBatchNorm(%d) got %d channels (input size %s)"
                              % (self.num_features, x.shape[1], list(x.shape)))
