@@ -235,3 +235,22 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
     def backward(ctx, *grad_output):
         grads = _autograd.ReducescatterFunction.backward(ctx, *grad_output)[_NO_GRAD:]
         return (None,) * 5 + grads
+
+
+# What `from tutti.torch.mpi_ops import *` gives, as Horovod's horovod/torch/
+# __init__.py imports it from mpi_ops (tutti.torch does the same; its init()
+# is its own).
+__all__ = [
+    "Adasum", "Average", "Compression", "HorovodInternalError", "Max", "Min", "Product",
+    "ProcessSet", "Sum", "add_process_set", "allgather", "allgather_async", "allreduce",
+    "allreduce_", "allreduce_async", "allreduce_async_", "alltoall", "alltoall_async", "barrier",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "ccl_built", "cross_rank",
+    "cross_size", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled", "global_process_set",
+    "grouped_allgather", "grouped_allgather_async", "grouped_allreduce", "grouped_allreduce_",
+    "grouped_allreduce_async", "grouped_allreduce_async_", "grouped_reducescatter",
+    "grouped_reducescatter_async", "is_homogeneous", "is_initialized", "join", "local_rank",
+    "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "poll",
+    "rank", "reducescatter", "reducescatter_async", "remove_process_set", "rocm_built",
+    "shutdown", "size", "sparse_allreduce_async", "start_timeline", "stop_timeline",
+    "synchronize",
+]
