@@ -8,6 +8,7 @@
 
 #include "core/settings.h"
 #include "launcher/cli_checks.h"
+#include "launcher/horovod_compat.h"
 #include "ops/algorithm_table.h"
 #include "tutti/config.h"
 
@@ -229,6 +230,10 @@ void addJobOptions(CLI::App& app, ParsedFlags& f) {
       ->group(job);
   app.add_flag("--mpi", f.o.mpi, "run the job through Open MPI's mpirun (needs the MPI backend)")
       ->group(job);
+  app.add_flag("--horovod-compat", f.o.horovod_compat,
+               "run an unchanged `import horovod.torch` Python script on tutti (each rank runs "
+               "python3 -m tutti.horovod_compat script.py)")
+      ->group(job);
 }
 
 void addHostOptions(CLI::App& app, ParsedFlags& f) {
@@ -402,6 +407,11 @@ std::string checkParsed(const CLI::App& app, ParsedFlags& f, const EnvMap& env) 
   if (err.empty()) err = checkRshAgent(app, &f.o);
   if (err.empty() && f.o.command.empty()) {
     err = "no command to run (usage: tuttirun [options] command ...)";
+  }
+  if (err.empty() && f.o.horovod_compat) {
+    std::vector<std::string> rewritten;
+    err = horovodCompatCommand(f.o.command, &rewritten);
+    if (err.empty()) f.o.command = rewritten;
   }
   return err;
 }

@@ -35,6 +35,7 @@ struct LaunchOptions {
   std::string ssh_identity;       // -i
   std::string network_interface;  // --network-interface
   bool mpi = false;
+  bool horovod_compat = false;               // --horovod-compat (launcher/horovod_compat.h)
   std::string rsh_agent;                     // --rsh-agent template ("" : ssh)
   std::vector<std::string> rsh_agent_words;  // rsh_agent split into words
   // Elastic mode (docs/elastic.md): any of --min-np, --max-np,

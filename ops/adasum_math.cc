@@ -1,6 +1,8 @@
 #include "ops/adasum_math.h"
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
 
 #include "core/check.h"
@@ -77,8 +79,9 @@ DotAndNorms adasumDotAndNorms(const void* a, const void* b, size_t count, DataTy
 }
 
 AdasumCoefficients adasumCoefficients(double dot, double a_norm2, double b_norm2) {
-  // Horovod's threshold: below it the vector counts as zero.
-  constexpr double kZeroNorm2 = 1e-8;
+  // Horovod's threshold (adasum.h, FusedPairwiseReduceWithComm): a squared
+  // norm below sqrt(DBL_MIN), about 1.5e-154, counts as a zero vector.
+  static const double kZeroNorm2 = std::sqrt(DBL_MIN);
   AdasumCoefficients c;
   if (a_norm2 >= kZeroNorm2) c.a = 1.0 - dot / a_norm2 * 0.5;
   if (b_norm2 >= kZeroNorm2) c.b = 1.0 - dot / b_norm2 * 0.5;

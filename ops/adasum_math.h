@@ -37,8 +37,11 @@ struct AdasumCoefficients {
 // The coefficients of a' = ca a + cb b given the dot product and squared
 // norms summed over every rank that holds a part of the two vectors:
 // ca = 1 - dot / (2 |a|^2), cb = 1 - dot / (2 |b|^2); a coefficient is 1 when
-// its vector's squared norm is below 1e-8 (Horovod's guard for zero vectors),
-// so a zero vector leaves the other unchanged.
+// its vector's squared norm is below sqrt(DBL_MIN), about 1.49e-154
+// (Horovod's guard for zero vectors), so a zero vector leaves the other
+// unchanged. Vectors of tiny magnitude (float32's smallest normal, 1.2e-38)
+// are combined, not summed; float64 values below about 1e-154 square to
+// zero and count as zero, as in Horovod.
 AdasumCoefficients adasumCoefficients(double dot, double a_norm2, double b_norm2);
 
 // a[i] = ca * a[i] + cb * b[i] for i < count. `a` and `b` must not overlap.

@@ -2,7 +2,8 @@
 // tests/support/adasum_reference.h (the pairing evaluated in double without
 // tutti): allreduce in and out of place with prescale and postscale, grouped
 // (fused) allreduce and many asynchronous allreduces that fuse, each tensor
-// combined on its own; orthogonal vectors add, equal ones give themselves; a
+// combined on its own; orthogonal vectors add, equal ones give themselves, also
+// at tiny magnitudes (Horovod's sqrt(DBL_MIN) zero test); a
 // joined rank's zeros leave the others' vectors; over even and odd process
 // sets, the members' Adasum; and the errors, on every rank: integer, bool and bfloat16 tensors,
 // reducescatter, sizes that are not powers of two. Runs under the thread harness and under mpirun
@@ -181,6 +182,59 @@ TEST_P(AdasumExactTest, OrthogonalAddAndEqualGiveThemselves) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, AdasumExactTest, ::testing::Values(1, 2, 4, 8), sizeName);
+
+// ---- tiny magnitudes: Horovod's zero test is |v|^2 < sqrt(DBL_MIN) ----------
+// Each dtype's smallest normal (np.finfo(dtype).tiny) and 1e-20 (below
+// float16's range, so float32 and float64 only). Parallel: every rank holds
+// the same two elements m, m; |v|^2 = 2 m^2 is far above sqrt(DBL_MIN) ~
+// 1.5e-154 (but below the old 1e-8), so the vectors are combined and the
+// result is v, except float64's 2^-1022, whose square is 0 in double: that
+// vector counts as zero and every level adds, giving size * v (Horovod's
+// result too). Orthogonal: rank r holds m at element r only: the sum.
+struct TinyCase {
+  DataType dtype;
+  double magnitude;
+  const char* label;
+};
+
+const TinyCase kTinyCases[] = {
+    {DataType::kFloat16, 6.103515625e-05, "f16.tiny"},         // 2^-14
+    {DataType::kFloat32, 1.1754943508222875e-38, "f32.tiny"},  // 2^-126
+    {DataType::kFloat32, 1e-20, "f32.1e-20"},
+    {DataType::kFloat64, 2.2250738585072014e-308, "f64.tiny"},  // DBL_MIN
+    {DataType::kFloat64, 1e-20, "f64.1e-20"},
+};
+
+class AdasumTinyTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(AdasumTinyTest, TinyVectorsAreCombinedNotSummed) {
+  const int size = GetParam();
+  runThreadRanks(size, [size](Runtime& rt) {
+    const int rank = rt.rank();
+    for (const TinyCase& c : kTinyCases) {
+      SCOPED_TRACE(c.label);
+      const double m = roundTrip(c.dtype, c.magnitude);
+      ASSERT_GT(m, 0.0);
+      const double factor = m * m == 0.0 ? size : 1.0;  // squares underflow: a zero vector
+      HostTensor parallel(c.dtype, {2});
+      parallel.fill([&](int64_t) { return m; });
+      ASSERT_TRUE(IsOk(runOpStatus(rt, [&](Handle* h) {
+        return rt.allreduce(parallel.view(), parallel.view(),
+                            adasumOptions(std::string("tiny.par.") + c.label), h);
+      })));
+      EXPECT_TRUE(elementsMatch(parallel, [&](int64_t) { return factor * m; }));
+      HostTensor ortho(c.dtype, {size + 1});
+      ortho.fill([&](int64_t i) { return i == rank ? m : 0.0; });
+      ASSERT_TRUE(IsOk(runOpStatus(rt, [&](Handle* h) {
+        return rt.allreduce(ortho.view(), ortho.view(),
+                            adasumOptions(std::string("tiny.ortho.") + c.label), h);
+      })));
+      EXPECT_TRUE(elementsMatch(ortho, [&](int64_t i) { return i < size ? m : 0.0; }));
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, AdasumTinyTest, ::testing::Values(2, 4, 8), sizeName);
 
 // ---- a joined rank contributes zeros: the others' Adasum is unchanged -------
 TEST(AdasumJoinTest, JoinedRankLeavesTheOtherVector) {

@@ -128,6 +128,37 @@ TEST(CommandLine, TimelineFlags) {
   EXPECT_EQ(o.command, std::vector<std::string>{"./a.out"});
 }
 
+TEST(CommandLine, HorovodCompatRunsTheScriptThroughTheAlias) {
+  using V = std::vector<std::string>;
+  LaunchOptions o;
+  CliOutcome r = parse({"-np", "2", "--horovod-compat", "python3", "-u", "-W", "ignore", "train.py",
+                        "--epochs", "1"},
+                       &o);
+  ASSERT_TRUE(r.run) << r.err;
+  EXPECT_TRUE(o.horovod_compat);
+  EXPECT_EQ(o.command, (V{"python3", "-u", "-W", "ignore", "-m", "tutti.horovod_compat", "train.py",
+                          "--epochs", "1"}));
+  LaunchOptions m;
+  ASSERT_TRUE(
+      parse({"-np", "2", "--horovod-compat", "/usr/bin/python3.11", "-m", "pkg.train", "-x"}, &m)
+          .run);
+  EXPECT_EQ(m.command,
+            (V{"/usr/bin/python3.11", "-m", "tutti.horovod_compat", "-m", "pkg.train", "-x"}));
+  LaunchOptions plain;
+  ASSERT_TRUE(parse({"-np", "2", "python3", "train.py"}, &plain).run);
+  EXPECT_EQ(plain.command, (V{"python3", "train.py"}));  // not without the flag
+  for (const V& bad : {V{"./train.sh"}, V{"python3", "-c", "print(1)"}, V{"python3", "-u"}}) {
+    V args = {"-np", "2", "--horovod-compat"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    LaunchOptions b;
+    CliOutcome e = parse(args, &b);
+    EXPECT_FALSE(e.run) << bad[0];
+    EXPECT_EQ(e.exit_code, kExitUsage);
+    EXPECT_NE(e.err.find("--horovod-compat"), std::string::npos) << e.err;
+    EXPECT_NE(e.err.find("python3 [options] script.py"), std::string::npos) << e.err;
+  }
+}
+
 TEST(CommandLine, DoubleDashEndsOptions) {
   LaunchOptions o;
   CliOutcome r = parse({"--np=2", "--verbose", "--", "-weird-program", "x"}, &o);

@@ -187,5 +187,37 @@ TEST(AdasumMath, CoefficientsFollowTheFormulaAndTheZeroGuard) {
   EXPECT_EQ(zero.b, 1.0);
 }
 
+TEST(AdasumMath, ZeroGuardIsHorovodsSqrtDblMin) {
+  // Horovod 0.28.1 (adasum.h): a squared norm below sqrt(DBL_MIN) ~ 1.49e-154
+  // is a zero vector. Parallel vectors of float32's smallest normal (|v|^2
+  // ~ 1.4e-76) and of 1e-20 (|v|^2 = 1e-40) are combined, coefficients 1/2.
+  const double threshold = 1.4916681462400413e-154;  // sqrt(2.2250738585072014e-308)
+  for (double norm2 : {1.3817869e-76, 1e-40, 9e-9, threshold}) {
+    const AdasumCoefficients c = adasumCoefficients(norm2, norm2, norm2);
+    EXPECT_DOUBLE_EQ(c.a, 0.5) << norm2;
+    EXPECT_DOUBLE_EQ(c.b, 0.5) << norm2;
+  }
+  const double below = threshold * (1 - 1e-15);
+  const AdasumCoefficients zero = adasumCoefficients(below, below, below);
+  EXPECT_EQ(zero.a, 1.0);
+  EXPECT_EQ(zero.b, 1.0);
+}
+
+TEST(AdasumMath, TinyFloat32AndFloat16NormsAccumulateInFloat64) {
+  // Products formed in float64: float32's 2^-126 squared (2^-252) would be 0
+  // in float32; float16's 2^-14 squared (2^-28) is below float16's range.
+  const float f = 1.17549435e-38f;
+  const float fa[3] = {f, f, 0}, fb[3] = {f, 2 * f, 0};
+  const DotAndNorms d = adasumDotAndNorms(fa, fb, 3, DataType::kFloat32);
+  const double f2 = static_cast<double>(f) * f;
+  EXPECT_DOUBLE_EQ(d.dot, 3 * f2);
+  EXPECT_DOUBLE_EQ(d.a_norm2, 2 * f2);
+  EXPECT_DOUBLE_EQ(d.b_norm2, 5 * f2);
+  const uint16_t h[2] = {0x0400, 0x0400};  // float16 2^-14 twice
+  const DotAndNorms dh = adasumDotAndNorms(h, h, 2, DataType::kFloat16);
+  EXPECT_DOUBLE_EQ(dh.a_norm2, 2 * std::ldexp(1.0, -28));
+  EXPECT_DOUBLE_EQ(dh.dot, dh.b_norm2);
+}
+
 }  // namespace
 }  // namespace tutti

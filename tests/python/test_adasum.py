@@ -6,6 +6,8 @@ number of ranks that is not a power of two every rank raises
 NotImplementedError, as Horovod."""
 
 import copy
+import math
+import sys
 
 import pytest
 import torch
@@ -15,6 +17,8 @@ import tutti.torch as hvd
 from test_optimizer import ROWS_PER_RANK, flat, global_batch, make_model
 
 TOL = {torch.float16: 2e-2, torch.float32: 1e-5, torch.float64: 1e-12}
+# Horovod's zero test (horovod/common/ops/adasum/adasum.h): |v|^2 < sqrt(DBL_MIN).
+ZERO_NORM2 = math.sqrt(sys.float_info.min)
 
 
 def power_of_two():
@@ -24,8 +28,8 @@ def power_of_two():
 
 def combine(a, b):
     dot, aa, bb = float(a @ b), float(a @ a), float(b @ b)
-    ca = 1 - dot / (2 * aa) if aa >= 1e-8 else 1.0
-    cb = 1 - dot / (2 * bb) if bb >= 1e-8 else 1.0
+    ca = 1 - dot / (2 * aa) if aa >= ZERO_NORM2 else 1.0
+    cb = 1 - dot / (2 * bb) if bb >= ZERO_NORM2 else 1.0
     return ca * a + cb * b
 
 

@@ -7,11 +7,14 @@ tutti.torch.
   parameters come after them), and those optional in Horovod are optional.
 - "not supported": tutti.torch does not define the name (a call fails with
   AttributeError at once instead of doing something else).
+- every public name of each horovod.torch submodule (horovod_torch_modules.txt)
+  imports from the same path under tutti.torch, as tutti.torch's object.
 
 No collectives: the same checks on every rank.
 """
 
 import ast
+import importlib
 import inspect
 import os
 import re
@@ -99,3 +102,56 @@ def test_status_matches_tutti(name, params):
         if optional:
             assert sig.parameters[p].default is not inspect.Parameter.empty, (
                 "%s: %s is optional in Horovod but required here" % (name, p))
+
+
+def _module_names():
+    """[(module, name)] from horovod_torch_modules.txt."""
+    out = []
+    with open(os.path.join(HERE, "horovod_torch_modules.txt")) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                module, names = line.split(":", 1)
+                out.extend((module.strip(), n) for n in names.split())
+    return out
+
+
+MODULE_NAMES = _module_names()
+
+
+def test_the_module_list_covers_horovods_submodules():
+    modules = {m for m, _ in MODULE_NAMES}
+    assert modules == {"mpi_ops", "compression", "functions", "optimizer", "sync_batch_norm",
+                       "elastic", "elastic.sampler", "elastic.state"}
+    assert len(MODULE_NAMES) == 133, len(MODULE_NAMES)  # the v0.28.1 count
+
+
+@pytest.mark.parametrize("module,name", MODULE_NAMES,
+                         ids=["%s.%s" % mn for mn in MODULE_NAMES])
+def test_every_submodule_name_imports_from_horovods_path(module, name):
+    """`from horovod.torch.<module> import <name>` works as
+    `from tutti.torch.<module> import <name>`."""
+    mod = importlib.import_module("tutti.torch." + module)
+    assert hasattr(mod, name), "tutti.torch.%s has no %s" % (module, name)
+    obj = getattr(mod, name)
+    top = getattr(hvd, name, None)
+    if top is not None and name != "init":  # the same object as tutti.torch's
+        assert obj is top, "tutti.torch.%s.%s is not tutti.torch.%s" % (module, name, name)
+
+
+def test_mpi_ops_helpers_behave_as_horovods():
+    from tutti.torch import mpi_ops
+
+    assert [n for n in range(20) if mpi_ops.num_rank_is_power_2(n)] == [1, 2, 4, 8, 16]
+    impl = mpi_ops.handle_average_backwards_compatibility
+    assert impl(None, None) == hvd.Average and impl(hvd.Sum, None) == hvd.Sum
+    with pytest.raises(ValueError, match="The op parameter supersedes average"):
+        impl(hvd.Sum, True)
+    with pytest.warns(DeprecationWarning,
+                      match="Parameter `average` has been replaced with `op`"):
+        assert impl(None, False) == hvd.Sum
+    assert mpi_ops.gpu_available("torch") is (bool(hvd.cuda_built()) and
+                                              __import__("torch").cuda.is_available())
+    from tutti.torch.optimizer import split_list
+    assert split_list(list(range(7)), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert issubclass(mpi_ops.HorovodAllreduce, __import__("torch").autograd.Function)

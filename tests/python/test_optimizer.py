@@ -25,9 +25,16 @@ def global_batch(step, s):
     return x, y
 
 
-def reference_training(model, steps, s, make_optimizer, loss_scale=1.0):
+def reference_training(model, steps, s, make_optimizer, loss_scale=1.0, zero_step=False):
+    """Single-process training on the global batch. zero_step: first the step
+    with zero gradients that broadcast_optimizer_state takes on a fresh
+    optimizer (Horovod's state initialization)."""
     model = copy.deepcopy(model)
     opt = make_optimizer(model)
+    if zero_step:
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        opt.step()
     for step in range(steps):
         x, y = global_batch(step, s)
         opt.zero_grad()
@@ -48,7 +55,7 @@ def test_distributed_optimizer_matches_single_process(name, make_optimizer):
     r, s = hvd.rank(), hvd.size()
     model = make_model(seed=r)  # different per rank: broadcast_parameters fixes it
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    reference = reference_training(model, 5, s, make_optimizer)
+    reference = reference_training(model, 5, s, make_optimizer, zero_step=True)
     opt = hvd.DistributedOptimizer(make_optimizer(model), named_parameters=model.named_parameters())
     hvd.broadcast_optimizer_state(opt, root_rank=0)
     for step in range(5):

@@ -267,8 +267,9 @@ def adam_step(model, opt, x, y, layers=None):
 def test_broadcast_optimizer_state_removes_what_root_lacks():
     """Rank 0 is fresh (or stepped only its first layer); the other ranks
     stepped everything on their own data. After the broadcast the next step
-    is root's on every rank: a fresh Adam's for the parameters root never
-    stepped."""
+    is root's on every rank. A fresh root first takes Horovod's zero-gradient
+    step (Adam's step 1 with zero moments); a root with state does not, and
+    what it lacks (the other layers' state) is removed on every rank."""
     r = hvd.rank()
     for partial in (False, True):
         model = make_model(seed=13)
@@ -282,6 +283,10 @@ def test_broadcast_optimizer_state_removes_what_root_lacks():
         ref_opt = adam(ref)
         if partial:
             adam_step(ref, ref_opt, x0, y0, layers=1)
+        else:  # Horovod's initialization: zero gradients, one step
+            for p in ref.parameters():
+                p.grad = torch.zeros_like(p)
+            ref_opt.step()
         adam_step(ref, ref_opt, xs, ys)
         opt = adam(model)
         if r != 0:
@@ -292,7 +297,7 @@ def test_broadcast_optimizer_state_removes_what_root_lacks():
             opt.state[model[0].weight]["stale"] = torch.ones(1)
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(opt, root_rank=0)
-        assert len(opt.state) == (2 if partial else 0)
+        assert len(opt.state) == (2 if partial else len(list(model.parameters())))
         assert all(set(st) == {"step", "exp_avg", "exp_avg_sq"} for st in opt.state.values())
         adam_step(model, opt, xs, ys)
         assert torch.allclose(flat(model), flat(ref), rtol=1e-6, atol=1e-7), partial

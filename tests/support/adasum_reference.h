@@ -4,10 +4,13 @@
 // vectors are combined pairwise up a binary tree, (0,1), (2,3), ... first,
 // then the results of (0,1) and (2,3), and so on, each pair as
 //   a' = (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b
-// with a coefficient of 1 for a vector whose |v|^2 < 1e-8 (Horovod's guard).
+// with a coefficient of 1 for a vector whose |v|^2 < sqrt(DBL_MIN), about
+// 1.49e-154 (Horovod's guard, horovod/common/ops/adasum/adasum.h).
 // (Maleki et al., MLSys 2021; the pairing of Horovod's vector-halving,
 // distance-doubling implementation and of its test reference.)
 
+#include <cfloat>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -21,8 +24,9 @@ inline std::vector<double> combine(const std::vector<double>& a, const std::vect
     aa += a[i] * a[i];
     bb += b[i] * b[i];
   }
-  const double ca = aa >= 1e-8 ? 1 - dot / (2 * aa) : 1;
-  const double cb = bb >= 1e-8 ? 1 - dot / (2 * bb) : 1;
+  const double zero = std::sqrt(DBL_MIN);
+  const double ca = aa >= zero ? 1 - dot / (2 * aa) : 1;
+  const double cb = bb >= zero ? 1 - dot / (2 * bb) : 1;
   std::vector<double> out(a.size());
   for (size_t i = 0; i < a.size(); ++i) out[i] = ca * a[i] + cb * b[i];
   return out;

@@ -61,7 +61,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._process_set = process_set
         named_parameters = _optimizer._named_parameters(self.param_groups, named_parameters)
         if backward_passes_per_step < 1:
-            raise ValueError("backward_passes_per_step must be >= 1, got %d"
+            raise ValueError("backward_passes_per_step must be > 0 (got %d)"
                              % backward_passes_per_step)
         self._parameter_names = {v: k for k, v in sorted(named_parameters)}
         self.backward_passes_per_step = backward_passes_per_step

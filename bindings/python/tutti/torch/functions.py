@@ -15,9 +15,11 @@ import threading
 import torch
 
 from tutti import elastic, process_sets
-from tutti.basics import rank
+from tutti.basics import rank, size  # noqa: F401 (Horovod's functions module has size)
 from tutti.errors import InvalidArgumentError
+from tutti.process_sets import ProcessSet, global_process_set  # noqa: F401
 from tutti.torch import ops
+from tutti.torch.ops import allgather, broadcast_, broadcast_async_, synchronize  # noqa: F401
 
 
 def broadcast_parameters(params, root_rank=0, process_set=None):
@@ -98,20 +100,62 @@ def _shape_like_root(optimizer, desc, params):
     return tensors
 
 
-def broadcast_optimizer_state(optimizer, root_rank=0, process_set=None):
+def _sparse_parameter_ids(model):
+    """ids of the parameters of model's sparse Embeddings (Horovod's model= argument)."""
+    if model is None:
+        return set()
+    return {id(p) for m in model.modules()
+            if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
+
+
+def _initialize_state(optimizer, model):
+    """Horovod's state initialization (horovod/torch/functions.py 0.28.1): an
+    optimizer without state gives every parameter that requires grad a zero
+    gradient of its shape (sparse for SparseAdam, and for SGD on a sparse
+    Embedding of model) and steps once; a DistributedOptimizer steps the
+    wrapped optimizer's step(), without any allreduce. A zero step leaves the
+    parameters unchanged unless the optimizer's weight decay moves them, as
+    in Horovod."""
+    if optimizer.state_dict()["state"]:
+        return
+    sparse = _sparse_parameter_ids(model)
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = p.data.new(p.size()).zero_()
+                if isinstance(optimizer, torch.optim.SparseAdam) or (
+                        isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                    p.grad = p.grad.to_sparse()
+    if type(optimizer).__module__ in _DISTRIBUTED_MODULES:
+        super(optimizer.__class__, optimizer).step()
+    else:
+        optimizer.step()
+
+
+# The modules of DistributedOptimizer's classes (Horovod tests __module__ alike).
+_DISTRIBUTED_MODULES = ("tutti.torch.optimizer", "tutti.torch.adasum_optimizer")
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0, model=None, process_set=None):
     """Makes every rank's optimizer state equal to root_rank's: every
     param_group option (lr, momentum, ...) and every per-parameter entry
-    (momentum buffers, Adam's moments and step counts). Tensors are broadcast
-    in place (allocated where a rank lacks them); other values through
-    broadcast_object; what root does not have (a parameter's whole state, or
-    one entry) is removed, so that a rank that stepped before takes its next
-    step as root does. Parameters and root's state are not changed; a fresh
-    optimizer stays fresh (no step is taken, unlike Horovod, whose stepping
-    with zero gradients to create the state counts a step and applies weight
-    decay). Every rank must have the same parameter layout. Works for a
-    DistributedOptimizer too."""
+    (momentum buffers, Adam's moments and step counts).
+
+    As Horovod's, an optimizer without state is first stepped once with zero
+    gradients (_initialize_state): afterwards every parameter that requires
+    grad has a zero p.grad of its shape, on every rank, and the optimizer's
+    state exists (an Adam step count of 1). model: optional, its sparse
+    Embeddings get sparse zero gradients under SGD (Horovod's model=).
+    Tensors are then broadcast in place (allocated where a rank lacks them);
+    other values through broadcast_object; state root does not have (a
+    parameter's whole state, or one entry) is removed, so that a rank that
+    stepped before takes its next step as root does. Every rank must have
+    the same parameter layout. Works for a DistributedOptimizer too.
+    Raises ValueError for torch.optim.LBFGS, InvalidArgumentError when the
+    layouts differ."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    _initialize_state(optimizer, model)
     desc = broadcast_object(_describe_state(optimizer), root_rank, name="opt.state.desc",
                             process_set=process_set)
     params = [p for group in optimizer.param_groups for p in group["params"]]

@@ -107,8 +107,8 @@ def _check_tensor(tensor, what="tensor"):
         raise InvalidArgumentError("%s must be a torch.Tensor, got %s" % (what, type(tensor).__name__), 1)
     if tensor.dtype not in _DTYPE_CODES:
         raise InvalidArgumentError(
-            "%s has dtype %s; tutti supports %s"
-            % (what, tensor.dtype, ", ".join(str(d) for d in _DTYPE_CODES)), 1)
+            "Tensor type %s is not supported. (%s has dtype %s; tutti supports %s)"
+            % (tensor.type(), what, tensor.dtype, ", ".join(str(d) for d in _DTYPE_CODES)), 1)
     if tensor.is_sparse:
         raise InvalidArgumentError("%s is sparse; convert it with .to_dense()" % what, 1)
     if tensor.device.type != "cpu" and not (tensor.device.type == "cuda" and built_with("cuda")):
@@ -147,8 +147,8 @@ def _op_code(op, average=None):
     if op is not None and average is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
     if average is not None:
-        warnings.warn("average= is deprecated; use op=Average or op=Sum", DeprecationWarning,
-                      stacklevel=3)
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed in "
+                      "v1.0 (use op=Average or op=Sum)", DeprecationWarning, stacklevel=3)
         return Average if average else Sum
     if op is None:
         return Average

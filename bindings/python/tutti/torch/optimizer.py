@@ -40,6 +40,13 @@ from tutti.compression import native_spec
 from tutti.errors import MismatchError
 from tutti.torch.functions import allgather_object
 from tutti.torch.sparse import sparse_allreduce_async
+# Horovod's optimizer module imports these names; scripts import them from it.
+from tutti.basics import rocm_built  # noqa: F401
+from tutti.process_sets import ProcessSet, global_process_set  # noqa: F401
+from tutti.torch.compression import Compression  # noqa: F401
+from tutti.torch.functions import broadcast_object  # noqa: F401
+from tutti.torch.ops import (  # noqa: F401
+    Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_, synchronize)
 
 # With compress_updates and top-k, a tensor whose top-k would keep fewer than
 # this many entries per step (biases, small layers) is averaged whole as fp16
@@ -69,22 +76,24 @@ def _named_parameters(param_groups, named_parameters):
                             for i, group in enumerate(param_groups)
                             for j, v in enumerate(group["params"])]
     if any(not isinstance(p, tuple) for p in named_parameters):
-        raise ValueError("named_parameters should be a sequence of (name, parameter) tuples, "
-                         "usually model.named_parameters()")
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters().")
     names = [k for k, _ in named_parameters]
     if len(names) != len(set(names)):
         dups = sorted({k for k in names if names.count(k) > 1})
-        raise ValueError("parameter names in named_parameters must be unique; found "
+        raise ValueError("Parameter names in named_parameters must be unique. Found "
                          "duplicates: %s" % ", ".join(dups))
     all_params = {id(v) for group in param_groups for v in group["params"]}
     unnamed = all_params - {id(v) for _, v in named_parameters}
     if unnamed:
-        raise ValueError("named_parameters was given but %d optimizer parameter(s) are not "
-                         "in it" % len(unnamed))
+        raise ValueError("named_parameters was specified, but one or more model parameters "
+                         "were not named. Python object ids: %s (%d optimizer parameter(s) "
+                         "not in named_parameters)"
+                         % (", ".join(str(i) for i in sorted(unnamed)), len(unnamed)))
     return named_parameters
 
 
-def _split_list(items, n):
+def split_list(items, n):
     """items in n consecutive parts, the first len % n one longer (Horovod's split_list)."""
     d, r = divmod(len(items), n)
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
@@ -95,16 +104,16 @@ def _check_groups(groups):
         return
     if isinstance(groups, bool) or not (isinstance(groups, list) or
                                         (isinstance(groups, int) and groups > 0)):
-        raise ValueError("groups should be a positive integer or a list of lists of "
-                         "torch.Tensor, got %r" % (groups,))
+        raise ValueError("groups should be a non-negative integer or a list of list of "
+                         "torch.Tensor. (got %r; an integer must be positive)" % (groups,))
     if isinstance(groups, list):
         seen = set()
         for group in groups:
             for p in group:
                 if not isinstance(p, torch.Tensor):
-                    raise ValueError("groups must consist of torch.Tensor")
+                    raise ValueError("groups must consist of torch.Tensor.")
                 if id(p) in seen:
-                    raise ValueError("a parameter can only appear once in groups")
+                    raise ValueError("A parameter can only appear once in groups.")
                 seen.add(id(p))
 
 
@@ -122,7 +131,7 @@ def _form_groups(param_groups, groups):
         grouped = {id(p) for group in formed for p in group}
         formed += [[p] for p in p_list if id(p) not in grouped]
     else:
-        formed = _split_list(p_list, groups)
+        formed = split_list(p_list, groups)
     return {p: tuple(group) for group in formed if group for p in group}
 
 
@@ -167,7 +176,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if op not in (ops.Average, ops.Sum, ops.Min, ops.Max, ops.Product, ops.Adasum):
             raise ValueError("op must be Average, Sum, Min, Max, Product or Adasum")
         if backward_passes_per_step < 1:
-            raise ValueError("backward_passes_per_step must be >= 1, got %d"
+            raise ValueError("backward_passes_per_step must be > 0 (got %d)"
                              % backward_passes_per_step)
         _check_groups(groups)
         self._parameter_names = {v: k for k, v in sorted(named_parameters)}
@@ -448,8 +457,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return _update_averaging.step_compressed_updates(self, closure)
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.step() called without a loss.backward() since the last "
-                              "synchronize(); skip_synchronize() avoids a second allreduce.")
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "context after optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
         return self._wrapped_step(closure)

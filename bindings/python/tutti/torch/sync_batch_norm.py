@@ -39,6 +39,9 @@ from torch.autograd.function import once_differentiable
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from tutti.torch import ops
+# Horovod's sync_batch_norm module imports these names from mpi_ops.
+from tutti.torch.ops import Sum, allgather_async, allreduce_async, synchronize  # noqa: F401
+from tutti.basics import size  # noqa: F401
 
 __all__ = ["SyncBatchNorm"]
 
@@ -171,8 +174,9 @@ class SyncBatchNorm(_BatchNorm):
             raise ValueError("SyncBatchNorm needs a floating-point input (float16, bfloat16, "
                              "float32, float64), got %s" % x.dtype)
         if x.dim() < 2:
-            raise ValueError("SyncBatchNorm expects an input of shape (N, C) or (N, C, *), got %d "
-                             "dimension(s)" % x.dim())
+            raise ValueError("expected at least 2D input (got %dD input): SyncBatchNorm expects "
+                             "an input of shape (N, C) or (N, C, *), got %d dimension(s)"
+                             % (x.dim(), x.dim()))
         if x.shape[1] != self.num_features:
             raise ValueError("SyncBatchNorm(%d) got %d channels (input size %s)"
                              % (self.num_features, x.shape[1], list(x.shape)))

@@ -23,8 +23,10 @@ collectives while run() moves to a new generation.
 import warnings
 
 from tutti import elastic as _elastic
-from tutti.elastic import ObjectState, State
+from tutti.basics import shutdown  # noqa: F401 (Horovod's elastic module has init, shutdown)
+from tutti.elastic import ObjectState, State, run_fn  # noqa: F401
 from tutti.errors import HostsUpdatedInterrupt, TuttiIOError, WaitTimeoutError
+from tutti.torch import init  # noqa: F401 (defined before tutti.torch imports this package)
 from tutti.torch import ops as _ops
 from tutti.torch.elastic.sampler import ElasticSampler
 from tutti.torch.elastic.state import TorchState
