@@ -133,6 +133,8 @@ class Cluster:
 
     def __init__(self, names, ranks_per_host=1, rate=None, delay=None, loss=0.0, name=None,
                  persistent=False):
+        if isinstance(names, int) and names < 1:
+            raise ValueError("%d hosts: expected at least 1" % names)
         self.names = ["h%d" % (i + 1) for i in range(names)] if isinstance(names, int) else \
             list(names)
         bad = [n for n in self.names if not _NAME.match(n)]
