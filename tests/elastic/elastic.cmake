@@ -1,5 +1,5 @@
 # Multi-host elastic jobs: hosts are network namespaces made by the test
-# (tests/elastic/netns.py; needs root and iproute2, else the tests skip
+# (tests/support/cluster.py; needs root and iproute2, else the tests skip
 # visibly with code 77). Workers: tests/elastic/elastic_worker.py (torch).
 if(TARGET tuttirun AND TARGET tutti)
   set(_elastic_driver /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/elastic/elastic_tests.py

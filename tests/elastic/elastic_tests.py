@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Multi-host elastic jobs: hosts are network namespaces (tests/elastic/netns.py).
+"""Multi-host elastic jobs: hosts are network namespaces (tests/support/cluster.py).
 
 Usage: elastic_tests.py --tuttirun PATH CASE     (exit 0 pass, 1 fail, 77 skip)
 
@@ -20,14 +20,15 @@ import argparse
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import netns  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import cluster as netcluster  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
 from job_util import check, fail  # noqa: E402
@@ -266,12 +267,14 @@ def main():
     ap.add_argument("--tuttirun", required=True)
     ap.add_argument("case", choices=sorted(CASES))
     ARGS = ap.parse_args()
-    why = netns.available()
+    why = netcluster.available()
     if why:
         print("SKIP: " + why, flush=True)
         return SKIP
+    # ctest's timeout: leave through the with-block, which removes the cluster.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
     fn, names = CASES[ARGS.case]
-    with tempfile.TemporaryDirectory() as tmp, netns.NetnsCluster(names) as cluster:
+    with tempfile.TemporaryDirectory() as tmp, netcluster.Cluster(names) as cluster:
         fn(cluster, tmp)
     print("PASS " + ARGS.case, flush=True)
     return 0
