@@ -4,12 +4,16 @@
     run_job_tests.py pytest    --np 3 --tuttirun T --library L [--files F ...] [--mpi]
     run_job_tests.py c-example --np 3 --tuttirun T --binary build/examples/c_allreduce
     run_job_tests.py main-job  --np 2 --tuttirun T --library L
+    ... --python build/torch2-venv/bin/python   (another interpreter: torch 2.x)
+    ... main-job --python V/bin/python --wheel  (tutti as installed in that venv)
 
 pytest: tests/python (or --files, relative to it) under every rank of a job.
 c-example: the plain-C example prints OK on every rank. main-job: a short run
 of examples/torch_fashion_mnist.py whose loss decreases and whose parameter
 checksums agree on every rank. (The elastic example: elastic_example_jobs.py.)
-Exits non-zero with a message saying what was wrong.
+Exits non-zero with a message saying what was wrong; 77 (ctest's skip) when
+--python names an interpreter that is not there (scripts/install-deps --torch2
+makes build/torch2-venv).
 """
 
 import argparse
@@ -20,7 +24,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-PYTHON = "/usr/bin/python3"  # the interpreter with torch (python3-torch)
+PYTHON = "/usr/bin/python3"  # the default interpreter with torch (python3-torch)
+SKIP = 77
 
 
 def run(cmd, env, timeout):
@@ -37,10 +42,14 @@ def run(cmd, env, timeout):
 
 def job_env(args):
     env = dict(os.environ)
-    if args.library:
-        env["TUTTI_LIBRARY"] = os.path.abspath(args.library)
-    env["PYTHONPATH"] = os.path.join(REPO, "bindings", "python") + (
-        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if getattr(args, "wheel", False):  # the venv's installed tutti: its own libtutti.so, no source tree
+        env.pop("TUTTI_LIBRARY", None)
+        env.pop("PYTHONPATH", None)
+    else:
+        if args.library:
+            env["TUTTI_LIBRARY"] = os.path.abspath(args.library)
+        env["PYTHONPATH"] = os.path.join(REPO, "bindings", "python") + (
+            os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("TUTTI_TIMEOUT_SECONDS", "30")
     # Ranks that fall out of step (a failed assert on one rank) fail, not hang.
     env.setdefault("TUTTI_STALL_CHECK_TIME_SECONDS", "20")
@@ -51,7 +60,7 @@ def job_env(args):
 def cmd_pytest(args):
     paths = [os.path.join(HERE, f) for f in args.files] if args.files else [HERE]
     launcher = [args.tuttirun] + (["--mpi"] if args.mpi else [])
-    rc, _ = run(launcher + ["-np", str(args.np), PYTHON, "-m", "pytest", "-q", "-x",
+    rc, _ = run(launcher + ["-np", str(args.np), args.python, "-m", "pytest", "-q", "-x",
                             "-p", "no:cacheprovider"] + paths, job_env(args), args.timeout)
     return rc
 
@@ -66,7 +75,7 @@ def cmd_c_example(args):
 
 
 def cmd_main_job(args):
-    rc, out = run([args.tuttirun, "-np", str(args.np), PYTHON,
+    rc, out = run([args.tuttirun, "-np", str(args.np), args.python,
                    os.path.join(REPO, "examples", "torch_fashion_mnist.py"), "--epochs", "1",
                    "--train-fraction", "0.1", "--log-interval", "5", "--batch-size", "32"],
                   job_env(args), args.timeout)
@@ -97,7 +106,17 @@ def main():
     p.add_argument("--files", nargs="*", help="pytest: test files (relative to tests/python)")
     p.add_argument("--timeout", type=int, default=600, help="seconds")
     p.add_argument("--mpi", action="store_true", help="pytest: through mpirun (tuttirun --mpi)")
+    p.add_argument("--python", default=PYTHON, help="the ranks' interpreter (default %s)" % PYTHON)
+    p.add_argument("--wheel", action="store_true",
+                   help="use tutti as installed for --python (its venv's tuttirun and "
+                        "libtutti.so), not the source tree")
     args = p.parse_args()
+    if not os.path.exists(args.python):
+        print("SKIP: no interpreter %s (scripts/install-deps --torch2 makes the torch 2.x venv)"
+              % args.python)
+        return SKIP
+    if args.wheel:
+        args.tuttirun = os.path.join(os.path.dirname(args.python), "tuttirun")
     fn = {"pytest": cmd_pytest, "c-example": cmd_c_example, "main-job": cmd_main_job}[args.what]
     return fn(args)
 

@@ -4,6 +4,8 @@
 
     torch_distributed_jobs.py torchrun --np 2 --library L
     torch_distributed_jobs.py kill --np 3 --library L
+    torch_distributed_jobs.py exits --np 2 --library L --runs 20
+    ... --python build/torch2-venv/bin/python     (torch 2.x; 77 when absent)
 
 torchrun: Debian's torchrun (python3 -m torch.distributed.run, with
 --redirects 1 --tee 1, which Python 3.11 needs) runs, at --np ranks,
@@ -13,6 +15,9 @@ torchrun's store), then examples/torch_ddp_fashion_mnist.py for a few steps
 kill: --np ranks started without a launcher (TUTTI_* by hand) train DDP on
 "tutti"; the last SIGKILLs itself mid-backward (torch_ddp_kill_worker.py);
 every survivor must report an error within TUTTI_TIMEOUT_SECONDS (10 here).
+exits: torch_exit_worker.py --runs times under torchrun, ending in turn by
+returning, destroy_process_group, hvd.shutdown and sys.exit with an op in
+flight; no run may abort ("terminate called", SIGABRT) or exit non-zero.
 Exits non-zero with a message saying what was wrong.
 """
 
@@ -53,7 +58,7 @@ def base_env(args):
 
 
 def torchrun(args, extra):
-    return [PYTHON, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
+    return [args.python, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
             "--nproc_per_node", str(args.np), "--master_addr", "127.0.0.1",
             "--master_port", str(free_port())] + extra
 
@@ -76,6 +81,31 @@ def cmd_torchrun(args):
     return 0
 
 
+EXIT_MODES = ("plain", "destroy", "hvd-shutdown", "sys-exit")
+
+
+def cmd_exits(args):
+    """The exit worker --runs times under torchrun, cycling its exit modes:
+    every run must exit 0 on every rank with no abort ("terminate called",
+    SIGABRT) and no Python thread error at shutdown."""
+    env = base_env(args)
+    worker = os.path.join(HERE, "torch_exit_worker.py")
+    bad = []
+    for i in range(args.runs):
+        mode = EXIT_MODES[i % len(EXIT_MODES)]
+        rc, out = run(torchrun(args, [worker, mode]), env, args.timeout)
+        done = len(re.findall(r"rank \d+/%d: done" % args.np, out))
+        aborted = [m for m in ("terminate called", "Aborted", "core dumped", "SIGABRT",
+                               "Fatal Python error", "Exception ignored in") if m in out]
+        if rc != 0 or done != args.np or aborted:
+            bad.append((i, mode, rc, done, aborted))
+    if bad:
+        print("FAIL: runs that did not end cleanly (run, mode, exit, ranks done, signs): %s" % bad)
+        return 1
+    print("exits: %d runs x %d ranks ended cleanly (%s)" % (args.runs, args.np, ", ".join(EXIT_MODES)))
+    return 0
+
+
 def cmd_kill(args):
     env = base_env(args)
     env.update({"TUTTI_SIZE": str(args.np), "TUTTI_RENDEZVOUS_ADDR": "127.0.0.1",
@@ -85,7 +115,7 @@ def cmd_kill(args):
     procs = []
     for r in range(args.np):
         env_r = dict(env, TUTTI_RANK=str(r), TUTTI_LOCAL_RANK=str(r), TUTTI_LOCAL_SIZE=str(args.np))
-        procs.append(subprocess.Popen([PYTHON, worker], env=env_r, stdout=subprocess.PIPE,
+        procs.append(subprocess.Popen([args.python, worker], env=env_r, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     deadline = time.time() + args.timeout
     outs = []
@@ -122,12 +152,18 @@ def cmd_kill(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["torchrun", "kill"])
+    p.add_argument("what", choices=["torchrun", "kill", "exits"])
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
     p.add_argument("--timeout", type=int, default=300, help="seconds per job")
+    p.add_argument("--runs", type=int, default=20, help="exits: how many jobs")
+    p.add_argument("--python", default=PYTHON, help="the ranks' interpreter (default %s)" % PYTHON)
     args = p.parse_args()
-    return {"torchrun": cmd_torchrun, "kill": cmd_kill}[args.what](args)
+    if not os.path.exists(args.python):
+        print("SKIP: no interpreter %s (scripts/install-deps --torch2 makes the torch 2.x venv)"
+              % args.python)
+        return 77
+    return {"torchrun": cmd_torchrun, "kill": cmd_kill, "exits": cmd_exits}[args.what](args)
 
 
 if __name__ == "__main__":
