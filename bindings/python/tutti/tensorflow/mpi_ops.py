@@ -62,10 +62,16 @@ def _executing_eagerly():
 
 
 def _default_name(prefix, tensors):
-    """Horovod's graph-mode name; None eagerly (the kernel's name is used)."""
+    """Horovod's graph-mode name; None eagerly (the kernel's name is used) and
+    for an eager tensor captured by a graph, which has no name (TensorFlow
+    then numbers the nodes <prefix>, <prefix>_1, ... in graph order)."""
     if _executing_eagerly():
         return None
-    return _normalize_name("%s_%s" % (prefix, "_".join(t.name for t in tensors)))
+    try:
+        names = [t.name for t in tensors]
+    except AttributeError:
+        return None
+    return _normalize_name("%s_%s" % (prefix, "_".join(names)))
 
 
 def _set_id(process_set):

@@ -35,6 +35,18 @@ from tutti.process_sets import (  # noqa: F401
     global_process_set,
     remove_process_set,
 )
+from tutti.tensorflow import (  # noqa: F401 (Horovod's hvd.keras re-exports these)
+    ccl_built,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rocm_built,
+)
 from tutti.tensorflow import collectives as _collectives
 from tutti.tensorflow import mpi_ops as _mpi_ops
 from tutti.tensorflow.compression import Compression
@@ -142,3 +154,23 @@ def broadcast(value, root_rank, name=None):
 def reducescatter(value, name=None, op=Average):
     """Reducescatter of a value (Horovod's hvd.keras.reducescatter)."""
     return _collectives.reducescatter(tf.constant(value), op=op)
+
+
+def load_model(filepath, custom_optimizers=None, custom_objects=None,
+               compression=Compression.none, legacy_opts=False):
+    """keras.models.load_model whose compiled optimizer becomes a
+    DistributedOptimizer (its state kept), as Horovod's hvd.keras.load_model.
+    custom_optimizers: optimizer classes of the saved model to make known;
+    legacy_opts (Keras 2 legacy optimizers) is not supported in Keras 3."""
+    if legacy_opts:
+        raise NotImplementedError("legacy_opts: Keras 3 has no legacy optimizers")
+    objects = dict(custom_objects or {})
+    objects.update({cls.__name__: cls for cls in custom_optimizers or ()})
+    model = keras.models.load_model(filepath, custom_objects=objects or None)
+    opt = getattr(model, "optimizer", None)
+    if opt is not None and not getattr(type(opt), "_tutti_distributed", False):
+        base = type(opt)
+        opt.__class__ = _distributed_class(base, "Distributed%s" % base.__name__, "", "",
+                                           compression, False, 1.0, Average, None,
+                                           global_process_set, True)
+    return model

@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Runs the tutti.tensorflow tests under tuttirun with the TensorFlow venv's Python (ctest calls this).
+
+    run_tf_tests.py pytest  --np 3 --tuttirun T --library L --tf-library TL --python P
+    run_tf_tests.py example --np 2 --tuttirun T --library L --tf-library TL --python P
+
+pytest: tests/tensorflow on every rank of a job. example: one short epoch of
+examples/tensorflow_fashion_mnist.py whose loss decreases and whose weight
+checksums agree on every rank. Exits 77 (ctest's skip) with a message when
+the Python has no TensorFlow or the op library was not built, non-zero with a
+message saying what was wrong otherwise.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SKIP = 77
+
+
+def skip_reason(args):
+    if not os.access(args.python, os.X_OK):
+        return "%s does not exist: run scripts/install-deps --tensorflow" % args.python
+    probe = subprocess.run([args.python, "-c", "import tensorflow, keras, pytest"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return ("%s cannot import tensorflow, keras and pytest (scripts/install-deps "
+                "--tensorflow installs them): %s" % (args.python, probe.stderr.strip()[-300:]))
+    if not args.tf_library or not os.path.exists(args.tf_library):
+        return ("the TensorFlow op library was not built (%s): configure with "
+                "-DTUTTI_TENSORFLOW_PYTHON=%s and build" % (args.tf_library, args.python))
+    return None
+
+
+def job_env(args):
+    env = dict(os.environ)
+    env["TUTTI_LIBRARY"] = os.path.abspath(args.library)
+    env["TUTTI_TF_LIBRARY"] = os.path.abspath(args.tf_library)
+    env["PYTHONPATH"] = os.path.join(REPO, "bindings", "python") + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("TUTTI_TIMEOUT_SECONDS", "30")
+    env.setdefault("TUTTI_STALL_CHECK_TIME_SECONDS", "20")
+    env.setdefault("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", "60")
+    return env
+
+
+def run(cmd, env, timeout):
+    print("+ " + " ".join(cmd), flush=True)
+    try:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        print(e.stdout or "")
+        sys.exit("FAIL: %s did not finish within %d s" % (" ".join(cmd[:4]), timeout))
+    print(proc.stdout, flush=True)
+    return proc.returncode, proc.stdout
+
+
+def cmd_pytest(args):
+    rc, _ = run([args.tuttirun, "-np", str(args.np), args.python, "-m", "pytest", "-q", "-x",
+                 "-p", "no:cacheprovider", HERE], job_env(args), args.timeout)
+    return rc
+
+
+def cmd_example(args):
+    rc, out = run([args.tuttirun, "-np", str(args.np), args.python,
+                   os.path.join(REPO, "examples", "tensorflow_fashion_mnist.py"), "--epochs", "1",
+                   "--train-fraction", "0.1", "--log-interval", "10"], job_env(args), args.timeout)
+    if rc != 0:
+        print("FAIL: the job exited with %d" % rc)
+        return 1
+    losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", out)]
+    sums = re.findall(r"rank (\d+): parameter checksum (\S+) \(sum (\S+)\)", out)
+    accuracy = re.findall(r"test accuracy ([0-9.]+)%", out)
+    if len(losses) < 2 or not losses[-1] < losses[0]:
+        print("FAIL: the loss did not decrease: %s" % losses)
+        return 1
+    if sorted(int(r) for r, _, _ in sums) != list(range(args.np)) or \
+            len({(d, s) for _, d, s in sums}) != 1:
+        print("FAIL: weight checksums differ or are missing: %s" % sums)
+        return 1
+    # One tenth of an epoch of a 10-class problem: far above chance (10 %).
+    if not accuracy or float(accuracy[-1]) < 50.0:
+        print("FAIL: test accuracy %s%% is not above 50%%" % accuracy)
+        return 1
+    print("tensorflow example: loss %.4f -> %.4f, test accuracy %s%%, checksum %s on %d ranks"
+          % (losses[0], losses[-1], accuracy[-1], sums[0][1], args.np))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("what", choices=["pytest", "example"])
+    p.add_argument("--np", type=int, default=2)
+    p.add_argument("--tuttirun", required=True)
+    p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
+    p.add_argument("--tf-library", default="", help="libtutti_tensorflow.so (TUTTI_TF_LIBRARY)")
+    p.add_argument("--python", required=True, help="a Python with TensorFlow (build/tf-venv)")
+    p.add_argument("--timeout", type=int, default=540, help="seconds")
+    args = p.parse_args()
+    reason = skip_reason(args)
+    if reason:
+        print("SKIP: " + reason)
+        return SKIP
+    return {"pytest": cmd_pytest, "example": cmd_example}[args.what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+# --- tensorflow_*: tutti.tensorflow and tutti.keras under tuttirun -----------------
+# The TensorFlow venv's Python (TUTTI_TENSORFLOW_PYTHON, scripts/install-deps
+# --tensorflow makes build/tf-venv) runs tests/tensorflow on every rank, and a
+# short epoch of examples/tensorflow_fashion_mnist.py. Without the venv or the
+# op library the driver says so and exits 77: ctest reports them skipped.
+set(_tf_python "${TUTTI_TENSORFLOW_PYTHON}")
+if(_tf_python STREQUAL "")
+  set(_tf_python ${CMAKE_BINARY_DIR}/tf-venv/bin/python)
+endif()
+set(_tf_library "")
+if(TARGET tutti_tensorflow)
+  set(_tf_library $<TARGET_FILE:tutti_tensorflow>)
+endif()
+set(_tf_driver /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/run_tf_tests.py)
+set(_tf_args --tuttirun $<TARGET_FILE:tuttirun> --library $<TARGET_FILE:tutti>
+             --tf-library "${_tf_library}" --python ${_tf_python})
+foreach(_np 1 2 3)
+  add_test(NAME tensorflow_np${_np} COMMAND ${_tf_driver} pytest --np ${_np} ${_tf_args})
+endforeach()
+add_test(NAME tensorflow_example_np2 COMMAND ${_tf_driver} example --np 2 ${_tf_args})
+set_tests_properties(tensorflow_np1 tensorflow_np2 tensorflow_np3 tensorflow_example_np2
+  PROPERTIES TIMEOUT 600 LABELS "tensorflow;python" SKIP_RETURN_CODE 77)
+# --- end tensorflow_* ----------------------------------------------------------------
