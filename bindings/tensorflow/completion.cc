@@ -40,7 +40,9 @@ class Completer {
   }
 
  private:
-  Completer() { std::thread([this] { run(); }).detach(); }
+  Completer() {
+    std::thread([this] { run(); }).detach();
+  }
 
   void run() {
     for (;;) {

@@ -37,8 +37,7 @@ class JoinKernel : public TuttiAsyncKernel {
     FinishWhenDone(ctx, std::move(done), {handle}, [handle](OpKernelContext* c) {
       int last = -1;
       if (tutti_handle_join_result(handle, &last) != TUTTI_OK) {
-        return absl::InternalError(std::string("tutti_handle_join_result: ") +
-                                   tutti_last_error());
+        return absl::InternalError(std::string("tutti_handle_join_result: ") + tutti_last_error());
       }
       Tensor* out = nullptr;
       TF_RETURN_IF_ERROR(c->allocate_output(0, tensorflow::TensorShape({}), &out));
@@ -67,8 +66,8 @@ class PlacementKernel : public tensorflow::OpKernel {
       case Query::kSize:
       case Query::kIncluded:
         if (tutti_process_set_info(process_set_id_, &set_size, &set_rank) != TUTTI_OK) {
-          int code = tutti_is_initialized() ? TUTTI_ERR_INVALID_ARGUMENT
-                                            : TUTTI_ERR_NOT_INITIALIZED;
+          int code =
+              tutti_is_initialized() ? TUTTI_ERR_INVALID_ARGUMENT : TUTTI_ERR_NOT_INITIALIZED;
           ctx->SetStatus(ToStatus(code, tutti_last_error()));
           return;
         }

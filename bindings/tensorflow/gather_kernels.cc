@@ -23,22 +23,10 @@ class AllgatherKernel : public TuttiAsyncKernel {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    std::vector<tutti_handle> handles;
-    std::string base = TensorName();
-    for (int i = 0; i < ctx->num_inputs(); ++i) {
-      const Tensor& input = ctx->input(i);
-      if (!CheckDtype(ctx, input, i)) break;
-      std::vector<int64_t> shape;
-      tutti_tensor in = Describe(input, &shape);
-      std::string name = grouped_ ? base + "." + std::to_string(i) : base;
-      tutti_handle handle = 0;
-      int rc = tutti_allgather_async_opts(&in, name.c_str(), Options(), &handle);
-      if (rc != TUTTI_OK) {
-        ctx->SetStatus(ToStatus(rc, tutti_last_error()));
-        break;
-      }
-      handles.push_back(handle);
-    }
+    auto handles = EnqueueEach(
+        ctx, grouped_, [this](const tutti_tensor& in, const char* name, tutti_handle* handle) {
+          return tutti_allgather_async_opts(&in, name, Options(), handle);
+        });
     FinishWithHandleOutputs(ctx, std::move(done), std::move(handles));
   }
 
@@ -53,17 +41,12 @@ class BroadcastKernel : public TuttiAsyncKernel {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& input = ctx->input(0);
-    if (!CheckDtype(ctx, input, 0)) return done();
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output),
-                         done);
-    std::vector<int64_t> in_shape, out_shape;
-    tutti_tensor in = Describe(input, &in_shape);
-    tutti_tensor out = Describe(*output, &out_shape);
+    tutti_tensor in, out;
+    std::vector<std::vector<int64_t>> shapes;
+    if (!SameShapeOutput(ctx, 0, &in, &out, &shapes)) return done();
     tutti_handle handle = 0;
-    int rc = tutti_broadcast_async_opts(&in, &out, root_rank_, TensorName().c_str(), Options(),
-                                        &handle);
+    int rc =
+        tutti_broadcast_async_opts(&in, &out, root_rank_, TensorName().c_str(), Options(), &handle);
     if (!Enqueued(ctx, rc, done)) return;
     FinishWhenDone(ctx, std::move(done), {handle});
   }

@@ -18,11 +18,11 @@ struct DtypePair {
 };
 
 constexpr DtypePair kDtypes[] = {
-    {tensorflow::DT_UINT8, TUTTI_UINT8},      {tensorflow::DT_INT8, TUTTI_INT8},
-    {tensorflow::DT_INT16, TUTTI_INT16},      {tensorflow::DT_INT32, TUTTI_INT32},
-    {tensorflow::DT_INT64, TUTTI_INT64},      {tensorflow::DT_HALF, TUTTI_FLOAT16},
+    {tensorflow::DT_UINT8, TUTTI_UINT8},       {tensorflow::DT_INT8, TUTTI_INT8},
+    {tensorflow::DT_INT16, TUTTI_INT16},       {tensorflow::DT_INT32, TUTTI_INT32},
+    {tensorflow::DT_INT64, TUTTI_INT64},       {tensorflow::DT_HALF, TUTTI_FLOAT16},
     {tensorflow::DT_BFLOAT16, TUTTI_BFLOAT16}, {tensorflow::DT_FLOAT, TUTTI_FLOAT32},
-    {tensorflow::DT_DOUBLE, TUTTI_FLOAT64},   {tensorflow::DT_BOOL, TUTTI_BOOL},
+    {tensorflow::DT_DOUBLE, TUTTI_FLOAT64},    {tensorflow::DT_BOOL, TUTTI_BOOL},
 };
 
 }  // namespace
@@ -144,6 +144,23 @@ bool TuttiAsyncKernel::CheckDtype(tensorflow::OpKernelContext* ctx, const tensor
   return false;
 }
 
+bool TuttiAsyncKernel::SameShapeOutput(tensorflow::OpKernelContext* ctx, int i, tutti_tensor* in,
+                                       tutti_tensor* out,
+                                       std::vector<std::vector<int64_t>>* shapes) {
+  const tensorflow::Tensor& input = ctx->input(i);
+  if (!CheckDtype(ctx, input, i)) return false;
+  tensorflow::Tensor* output = nullptr;
+  absl::Status status = ctx->forward_input_or_allocate_output({i}, i, input.shape(), &output);
+  if (!status.ok()) {
+    ctx->SetStatus(status);
+    return false;
+  }
+  shapes->resize(shapes->size() + 2);
+  *in = Describe(input, &(*shapes)[shapes->size() - 2]);
+  *out = Describe(*output, &(*shapes)[shapes->size() - 1]);
+  return true;
+}
+
 bool TuttiAsyncKernel::Enqueued(tensorflow::OpKernelContext* ctx, int rc,
                                 const DoneCallback& done) {
   if (rc == TUTTI_OK) return true;
@@ -166,8 +183,29 @@ void TuttiAsyncKernel::FinishWhenDone(
   });
 }
 
-void TuttiAsyncKernel::FinishWithHandleOutputs(tensorflow::OpKernelContext* ctx,
-                                               DoneCallback done,
+std::vector<tutti_handle> TuttiAsyncKernel::EnqueueEach(
+    tensorflow::OpKernelContext* ctx, bool grouped,
+    const std::function<int(const tutti_tensor&, const char*, tutti_handle*)>& enqueue) {
+  std::vector<tutti_handle> handles;
+  std::string base = TensorName();
+  for (int i = 0; i < ctx->num_inputs(); ++i) {
+    const tensorflow::Tensor& input = ctx->input(i);
+    if (!CheckDtype(ctx, input, i)) break;
+    std::vector<int64_t> shape;
+    tutti_tensor in = Describe(input, &shape);
+    std::string name = grouped ? base + "." + std::to_string(i) : base;
+    tutti_handle handle = 0;
+    int rc = enqueue(in, name.c_str(), &handle);
+    if (rc != TUTTI_OK) {
+      ctx->SetStatus(ToStatus(rc, tutti_last_error()));
+      break;
+    }
+    handles.push_back(handle);
+  }
+  return handles;
+}
+
+void TuttiAsyncKernel::FinishWithHandleOutputs(tensorflow::OpKernelContext* ctx, DoneCallback done,
                                                std::vector<tutti_handle> handles) {
   if (handles.empty()) return done();  // the status says why
   absl::Status enqueue_status = ctx->status();

@@ -22,7 +22,8 @@
 namespace tutti_tf {
 
 // The dtypes every collective accepts, as a REGISTER_OP type constraint.
-#define TUTTI_TF_TYPES "{uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool}"
+#define TUTTI_TF_TYPES \
+  "{uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool}"
 
 // tutti_dtype of a TensorFlow dtype; -1 for one tutti has no code for.
 int DtypeCode(tensorflow::DataType dtype);
@@ -72,6 +73,13 @@ class TuttiAsyncKernel : public tensorflow::AsyncOpKernel {
   // naming the input and the accepted dtypes otherwise.
   bool CheckDtype(tensorflow::OpKernelContext* ctx, const tensorflow::Tensor& t, int index);
 
+  // Views of input i and of output i, which has its shape (the input's
+  // buffer forwarded when TensorFlow allows, else newly allocated). shapes
+  // keeps the views' sizes: two entries per call, it must outlive the
+  // *_async call. On false, ctx's status says why (bad dtype, allocation).
+  bool SameShapeOutput(tensorflow::OpKernelContext* ctx, int i, tutti_tensor* in, tutti_tensor* out,
+                       std::vector<std::vector<int64_t>>* shapes);
+
   // After an *_async call: on TUTTI_OK returns true; else sets the status
   // (tutti's last error) and calls done, and returns false.
   static bool Enqueued(tensorflow::OpKernelContext* ctx, int rc, const DoneCallback& done);
@@ -82,6 +90,13 @@ class TuttiAsyncKernel : public tensorflow::AsyncOpKernel {
   static void FinishWhenDone(
       tensorflow::OpKernelContext* ctx, DoneCallback done, std::vector<tutti_handle> handles,
       std::function<absl::Status(tensorflow::OpKernelContext*)> outputs = nullptr);
+
+  // One op per input: enqueue(view of input i, name) for each input, named
+  // TensorName() (".<i>" appended when `grouped`). Stops at the first
+  // failure, with ctx's status set; returns the handles enqueued until then.
+  std::vector<tutti_handle> EnqueueEach(
+      tensorflow::OpKernelContext* ctx, bool grouped,
+      const std::function<int(const tutti_tensor&, const char*, tutti_handle*)>& enqueue);
 
   // Finishes a kernel whose output i is the runtime-sized output of
   // handles[i] (allgather, reducescatter). When ctx's status is already an

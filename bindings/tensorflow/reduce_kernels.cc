@@ -12,7 +12,6 @@ namespace tutti_tf {
 
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
-using tensorflow::Tensor;
 
 namespace {
 
@@ -34,14 +33,9 @@ class AllreduceKernel : public TuttiAsyncKernel {
   explicit AllreduceKernel(OpKernelConstruction* ctx) : TuttiAsyncKernel(ctx) { attrs_.read(ctx); }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    const Tensor& input = ctx->input(0);
-    if (!CheckDtype(ctx, input, 0)) return done();
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output),
-                         done);
-    std::vector<int64_t> in_shape, out_shape;
-    tutti_tensor in = Describe(input, &in_shape);
-    tutti_tensor out = Describe(*output, &out_shape);
+    tutti_tensor in, out;
+    std::vector<std::vector<int64_t>> shapes;
+    if (!SameShapeOutput(ctx, 0, &in, &out, &shapes)) return done();
     tutti_handle handle = 0;
     int rc = tutti_allreduce_async_opts(&in, &out, TensorName().c_str(), attrs_.op, attrs_.prescale,
                                         attrs_.postscale, Options(), &handle);
@@ -61,16 +55,11 @@ class GroupedAllreduceKernel : public TuttiAsyncKernel {
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
     int n = ctx->num_inputs();
-    std::vector<std::vector<int64_t>> shapes(2 * n);
+    std::vector<std::vector<int64_t>> shapes;
+    shapes.reserve(2 * n);  // the views point into it: no reallocation
     std::vector<tutti_tensor> ins(n), outs(n);
     for (int i = 0; i < n; ++i) {
-      const Tensor& input = ctx->input(i);
-      if (!CheckDtype(ctx, input, i)) return done();
-      Tensor* output = nullptr;
-      OP_REQUIRES_OK_ASYNC(
-          ctx, ctx->forward_input_or_allocate_output({i}, i, input.shape(), &output), done);
-      ins[i] = Describe(input, &shapes[2 * i]);
-      outs[i] = Describe(*output, &shapes[2 * i + 1]);
+      if (!SameShapeOutput(ctx, i, &ins[i], &outs[i], &shapes)) return done();
     }
     std::vector<tutti_handle> handles(n);
     int rc = tutti_grouped_allreduce_async_opts(n, ins.data(), outs.data(), TensorName().c_str(),
@@ -94,24 +83,11 @@ class ReducescatterKernel : public TuttiAsyncKernel {
   }
 
   void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
-    int n = ctx->num_inputs();
-    std::vector<tutti_handle> handles;
-    std::string base = TensorName();
-    for (int i = 0; i < n; ++i) {
-      const Tensor& input = ctx->input(i);
-      if (!CheckDtype(ctx, input, i)) break;
-      std::vector<int64_t> shape;
-      tutti_tensor in = Describe(input, &shape);
-      std::string name = grouped_ ? base + "." + std::to_string(i) : base;
-      tutti_handle handle = 0;
-      int rc = tutti_reducescatter_async_opts(&in, name.c_str(), attrs_.op, attrs_.prescale,
-                                              attrs_.postscale, Options(), &handle);
-      if (rc != TUTTI_OK) {
-        ctx->SetStatus(ToStatus(rc, tutti_last_error()));
-        break;
-      }
-      handles.push_back(handle);
-    }
+    auto handles = EnqueueEach(
+        ctx, grouped_, [this](const tutti_tensor& in, const char* name, tutti_handle* handle) {
+          return tutti_reducescatter_async_opts(&in, name, attrs_.op, attrs_.prescale,
+                                                attrs_.postscale, Options(), handle);
+        });
     FinishWithHandleOutputs(ctx, std::move(done), std::move(handles));
   }
 

@@ -21,6 +21,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SKIP = 77
 
+sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+from run_job_tests import run  # noqa: E402 (runs a command, prints and returns its output)
+
 
 def skip_reason(args):
     if not os.access(args.python, os.X_OK):
@@ -47,18 +50,6 @@ def job_env(args):
     env.setdefault("TUTTI_STALL_CHECK_TIME_SECONDS", "20")
     env.setdefault("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", "60")
     return env
-
-
-def run(cmd, env, timeout):
-    print("+ " + " ".join(cmd), flush=True)
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        print(e.stdout or "")
-        sys.exit("FAIL: %s did not finish within %d s" % (" ".join(cmd[:4]), timeout))
-    print(proc.stdout, flush=True)
-    return proc.returncode, proc.stdout
 
 
 def cmd_pytest(args):

@@ -39,6 +39,17 @@ def _op_code(op, average):
     return op
 
 
+def _with_compression(compression, tensors, reduce):
+    """(spec or None, reduce(spec, tensors) decompressed): a Python-side
+    compressor compresses each tensor before `reduce` and decompresses after."""
+    spec, python_side = resolve(compression)
+    if python_side is None:
+        return reduce(spec, list(tensors))
+    pairs = [python_side.compress(t) for t in tensors]
+    outs = reduce(spec, [p[0] for p in pairs])
+    return [python_side.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+
+
 def _check_adasum(op, process_set):
     """As Horovod's: Adasum on a number of ranks that is not a power of two
     raises NotImplementedError before anything is enqueued."""
@@ -86,28 +97,16 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
                                         ignore_name_scope=ignore_name_scope)
             return _sparse_result(tensor, values, indices, op, process_set)
     _check_adasum(op, process_set)
-    spec, python_side = resolve(compression)
     with tf.device(device_dense):
-        ctx = None
-        if python_side is not None:
-            tensor, ctx = python_side.compress(tensor)
-        reduced = mpi_ops._allreduce(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                                     postscale_factor=postscale_factor,
-                                     ignore_name_scope=ignore_name_scope,
-                                     process_set=process_set, compression=spec)
-        if python_side is not None:
-            reduced = python_side.decompress(reduced, ctx)
-        return reduced
+        return _with_compression(compression, [tensor], lambda spec, ts: [mpi_ops._allreduce(
+            ts[0], name=name, op=op, prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor, ignore_name_scope=ignore_name_scope,
+            process_set=process_set, compression=spec)])[0]
 
 
-def _grouped_dense(tensors, name, op, prescale_factor, postscale_factor, process_set,
-                   ignore_name_scope, compression):
+def _grouped_dense(spec, tensors, name, op, prescale_factor, postscale_factor, process_set,
+                   ignore_name_scope):
     """One grouped allreduce per dtype of `tensors`; results in input order."""
-    spec, python_side = resolve(compression)
-    ctxs = [None] * len(tensors)
-    if python_side is not None:
-        pairs = [python_side.compress(t) for t in tensors]
-        tensors, ctxs = [p[0] for p in pairs], [p[1] for p in pairs]
     by_dtype = {}
     for i, t in enumerate(tensors):
         t = tf.convert_to_tensor(t)
@@ -121,8 +120,6 @@ def _grouped_dense(tensors, name, op, prescale_factor, postscale_factor, process
             process_set=process_set, compression=spec)
         for (i, _), r in zip(members, reduced):
             results[i] = r
-    if python_side is not None:
-        results = [python_side.decompress(r, c) for r, c in zip(results, ctxs)]
     return results
 
 
@@ -151,8 +148,10 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     if dense:
         _check_adasum(op, process_set)
         with tf.device(device_dense):
-            reduced = _grouped_dense([t for _, t in dense], name, op, prescale_factor,
-                                     postscale_factor, process_set, ignore_name_scope, compression)
+            reduced = _with_compression(
+                compression, [t for _, t in dense],
+                lambda spec, ts: _grouped_dense(spec, ts, name, op, prescale_factor,
+                                                postscale_factor, process_set, ignore_name_scope))
         for (i, _), r in zip(dense, reduced):
             results[i] = r
     return results
@@ -179,17 +178,12 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     """Reduces `tensor` (same shape on every rank, rank >= 1) over the set and
     returns this rank's rows: d0 // n, one more on the first d0 % n ranks.
     op: Sum or Average (default), Min, Max, Product."""
-    spec, python_side = resolve(compression)
-    del spec  # tutti compresses allreduces only; a Python compressor still applies
+    # tutti compresses allreduces only: a spec is ignored, a Python compressor applies.
     with tf.device(device_dense):
-        ctx = None
-        if python_side is not None:
-            tensor, ctx = python_side.compress(tensor)
-        out = mpi_ops._reducescatter(tensor, name=name, op=op, process_set=process_set,
-                                     ignore_name_scope=ignore_name_scope,
-                                     prescale_factor=prescale_factor,
-                                     postscale_factor=postscale_factor)
-        return python_side.decompress(out, ctx) if python_side is not None else out
+        return _with_compression(compression, [tensor], lambda _, ts: [mpi_ops._reducescatter(
+            ts[0], name=name, op=op, process_set=process_set,
+            ignore_name_scope=ignore_name_scope, prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor)])[0]
 
 
 def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average,
@@ -198,16 +192,7 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
     """reducescatter of each tensor of `tensors` (one dtype) in one op."""
     if not tensors:
         return tensors
-    spec, python_side = resolve(compression)
-    del spec
     with tf.device(device_dense):
-        ctxs = [None] * len(tensors)
-        if python_side is not None:
-            pairs = [python_side.compress(t) for t in tensors]
-            tensors, ctxs = [p[0] for p in pairs], [p[1] for p in pairs]
-        outs = mpi_ops._grouped_reducescatter(list(tensors), op=op, process_set=process_set,
-                                              prescale_factor=prescale_factor,
-                                              postscale_factor=postscale_factor)
-        if python_side is not None:
-            outs = [python_side.decompress(o, c) for o, c in zip(outs, ctxs)]
-        return outs
+        return _with_compression(compression, tensors, lambda _, ts: mpi_ops._grouped_reducescatter(
+            ts, op=op, process_set=process_set, prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor))

@@ -16,21 +16,7 @@ TUTTI_COMPRESSION.
 import tensorflow as tf
 
 from tutti import compression as _common
-
-
-class Compressor:
-    """Interface for compressing and decompressing a given tensor (Horovod's)."""
-
-    @staticmethod
-    def compress(tensor):
-        """Returns (the tensor to send, the context decompress needs)."""
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        """Returns the received tensor restored with ctx."""
-        del ctx
-        return tensor
+from tutti.compression import Compressor  # Horovod's interface: compress, decompress
 
 
 class NoneCompressor(Compressor):
