@@ -3,9 +3,9 @@
 # --tensorflow makes build/tf-venv) runs tests/tensorflow on every rank, and a
 # short epoch of examples/tensorflow_fashion_mnist.py. Without the venv or the
 # op library the driver says so and exits 77: ctest reports them skipped.
-set(_tf_python "${TUTTI_TENSORFLOW_PYTHON}")
+set(_tf_python "${TUTTI_TF_PYTHON_USED}")  # bindings/tensorflow/CMakeLists.txt
 if(_tf_python STREQUAL "")
-  set(_tf_python ${CMAKE_BINARY_DIR}/tf-venv/bin/python)
+  set(_tf_python ${PROJECT_SOURCE_DIR}/build/tf-venv/bin/python)  # where install-deps puts it
 endif()
 set(_tf_library "")
 if(TARGET tutti_tensorflow)
