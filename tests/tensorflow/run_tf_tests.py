@@ -3,10 +3,13 @@
 
     run_tf_tests.py pytest  --np 3 --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py example --np 2 --tuttirun T --library L --tf-library TL --python P
+    run_tf_tests.py peer-lost --np 2 --tuttirun T --library L --tf-library TL --python P
 
 pytest: tests/tensorflow on every rank of a job. example: one short epoch of
 examples/tensorflow_fashion_mnist.py whose loss decreases and whose weight
-checksums agree on every rank. Exits 77 (ctest's skip) with a message when
+checksums agree on every rank. peer-lost: ranks started without tuttirun (which
+would stop the others), the last SIGKILLs itself, the others' ops must fail
+with UnavailableError within TUTTI_TIMEOUT_SECONDS (peer_lost_worker.py). Exits 77 (ctest's skip) with a message when
 the Python has no TensorFlow or the op library was not built, non-zero with a
 message saying what was wrong otherwise.
 """
@@ -14,6 +17,8 @@ message saying what was wrong otherwise.
 import argparse
 import os
 import re
+import secrets
+import socket
 import subprocess
 import sys
 
@@ -84,9 +89,48 @@ def cmd_example(args):
     return 0
 
 
+def cmd_peer_lost(args):
+    timeout_s = 10
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(job_env(args), TUTTI_SIZE=str(args.np), TUTTI_RENDEZVOUS_ADDR="127.0.0.1",
+               TUTTI_RENDEZVOUS_PORT=str(port), TUTTI_SECRET=secrets.token_hex(8),
+               TUTTI_TIMEOUT_SECONDS=str(timeout_s), TUTTI_LOCAL_SIZE=str(args.np))
+    worker = os.path.join(HERE, "peer_lost_worker.py")
+    procs = [subprocess.Popen([args.python, worker], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              env=dict(env, TUTTI_RANK=str(r), TUTTI_LOCAL_RANK=str(r)))
+             for r in range(args.np)]
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=args.timeout)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            print("FAIL: a rank hung after its peer died (no exit within %d s)" % args.timeout)
+            return 1
+    out = "".join(outs)
+    print(out)
+    times = [float(t) for t in re.findall(r"failed after ([0-9.]+) s", out)]
+    codes = [p.returncode for p in procs]
+    if codes[-1] != -9 or any(c != 0 for c in codes[:-1]) or len(times) != 2 * (args.np - 1):
+        print("FAIL: exit codes %s (want 0 for survivors, -9 for the victim), %d errors"
+              % (codes, len(times)))
+        return 1
+    if max(times) > timeout_s:
+        print("FAIL: an error came after %.2f s, TUTTI_TIMEOUT_SECONDS is %d" % (max(times),
+                                                                                   timeout_s))
+        return 1
+    print("peer-lost: %d survivors' ops failed within %.2f s of the SIGKILL"
+          % (args.np - 1, max(times)))
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["pytest", "example"])
+    p.add_argument("what", choices=["pytest", "example", "peer-lost"])
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--tuttirun", required=True)
     p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
@@ -98,7 +142,8 @@ def main():
     if reason:
         print("SKIP: " + reason)
         return SKIP
-    return {"pytest": cmd_pytest, "example": cmd_example}[args.what](args)
+    return {"pytest": cmd_pytest, "example": cmd_example,
+            "peer-lost": cmd_peer_lost}[args.what](args)
 
 
 if __name__ == "__main__":

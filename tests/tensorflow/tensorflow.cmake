@@ -1,7 +1,7 @@
 # --- tensorflow_*: tutti.tensorflow and tutti.keras under tuttirun -----------------
 # The TensorFlow venv's Python (TUTTI_TENSORFLOW_PYTHON, scripts/install-deps
 # --tensorflow makes build/tf-venv) runs tests/tensorflow on every rank, and a
-# short epoch of examples/tensorflow_fashion_mnist.py. Without the venv or the
+# short epoch of examples/tensorflow_fashion_mnist.py, and a rank that dies. Without the venv or the
 # op library the driver says so and exits 77: ctest reports them skipped.
 set(_tf_python "${TUTTI_TF_PYTHON_USED}")  # bindings/tensorflow/CMakeLists.txt
 if(_tf_python STREQUAL "")
@@ -18,6 +18,8 @@ foreach(_np 1 2 3)
   add_test(NAME tensorflow_np${_np} COMMAND ${_tf_driver} pytest --np ${_np} ${_tf_args})
 endforeach()
 add_test(NAME tensorflow_example_np2 COMMAND ${_tf_driver} example --np 2 ${_tf_args})
+add_test(NAME tensorflow_peer_lost_np3 COMMAND ${_tf_driver} peer-lost --np 3 ${_tf_args})
 set_tests_properties(tensorflow_np1 tensorflow_np2 tensorflow_np3 tensorflow_example_np2
+                     tensorflow_peer_lost_np3
   PROPERTIES TIMEOUT 600 LABELS "tensorflow;python" SKIP_RETURN_CODE 77)
 # --- end tensorflow_* ----------------------------------------------------------------

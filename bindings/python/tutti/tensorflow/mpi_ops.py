@@ -21,6 +21,10 @@ differs across ranks is tf.errors.FailedPreconditionError on every rank,
 naming the tensor (as Horovod's); a bad argument InvalidArgumentError; a lost
 peer UnavailableError within TUTTI_TIMEOUT_SECONDS; a shutdown AbortedError;
 a stall DeadlineExceededError; not initialised FailedPreconditionError.
+Inside a tf.function TensorFlow reports the UnavailableError and
+AbortedError of ops that are not its own communication ops as
+InternalError, whose message keeps tutti's and says "originally returned
+UnavailableError".
 
 Gradients (as Horovod's): allreduce -> the same allreduce of the gradient;
 allgather -> the Average-allreduce of the gradient, then this rank's rows;
