@@ -4,12 +4,16 @@
     run_tf_tests.py pytest  --np 3 --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py example --np 2 --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py peer-lost --np 2 --tuttirun T --library L --tf-library TL --python P
+    run_tf_tests.py elastic-kill --tuttirun T --library L --tf-library TL --python P
 
 pytest: tests/tensorflow on every rank of a job. example: one short epoch of
 examples/tensorflow_fashion_mnist.py whose loss decreases and whose weight
 checksums agree on every rank. peer-lost: ranks started without tuttirun (which
 would stop the others), the last SIGKILLs itself, the others' ops must fail
-with UnavailableError within TUTTI_TIMEOUT_SECONDS (peer_lost_worker.py). Exits 77 (ctest's skip) with a message when
+with UnavailableError within TUTTI_TIMEOUT_SECONDS (peer_lost_worker.py).
+elastic-kill: tests/python/elastic_example_jobs.py's kill case (3 elastic
+workers, one SIGKILLed after the commit of step 20, the survivors go on at
+size 2 from their last commit with equal checksums) on elastic_worker.py. Exits 77 (ctest's skip) with a message when
 the Python has no TensorFlow or the op library was not built, non-zero with a
 message saying what was wrong otherwise.
 """
@@ -123,14 +127,28 @@ def cmd_peer_lost(args):
         print("FAIL: an error came after %.2f s, TUTTI_TIMEOUT_SECONDS is %d" % (max(times),
                                                                                    timeout_s))
         return 1
-    print("peer-lost: %d survivors' ops failed within %.2f s of the SIGKILL"
+    print("peer-lost: %d survivors' ops failed, each within %.2f s of its start"
           % (args.np - 1, max(times)))
+    return 0
+
+
+def cmd_elastic_kill(args):
+    import elastic_example_jobs as jobs  # tests/python, on sys.path above
+    jobs.PYTHON, jobs.EXAMPLE, jobs.ELASTIC_ARGS = (
+        args.python, os.path.join(HERE, "elastic_worker.py"), [])
+    env = job_env(args)  # the jobs module builds its own from os.environ
+    os.environ.update({k: env[k] for k in ("TUTTI_TF_LIBRARY", "TF_CPP_MIN_LOG_LEVEL")})
+    try:
+        jobs.kill(args)
+    except jobs.Failure as e:
+        print("FAIL: %s" % e, flush=True)
+        return 1
     return 0
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["pytest", "example", "peer-lost"])
+    p.add_argument("what", choices=["pytest", "example", "peer-lost", "elastic-kill"])
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--tuttirun", required=True)
     p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
@@ -143,7 +161,7 @@ def main():
         print("SKIP: " + reason)
         return SKIP
     return {"pytest": cmd_pytest, "example": cmd_example,
-            "peer-lost": cmd_peer_lost}[args.what](args)
+            "peer-lost": cmd_peer_lost, "elastic-kill": cmd_elastic_kill}[args.what](args)
 
 
 if __name__ == "__main__":

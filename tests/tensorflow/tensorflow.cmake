@@ -19,7 +19,8 @@ foreach(_np 1 2 3)
 endforeach()
 add_test(NAME tensorflow_example_np2 COMMAND ${_tf_driver} example --np 2 ${_tf_args})
 add_test(NAME tensorflow_peer_lost_np3 COMMAND ${_tf_driver} peer-lost --np 3 ${_tf_args})
+add_test(NAME tensorflow_elastic_kill COMMAND ${_tf_driver} elastic-kill ${_tf_args})
 set_tests_properties(tensorflow_np1 tensorflow_np2 tensorflow_np3 tensorflow_example_np2
-                     tensorflow_peer_lost_np3
+                     tensorflow_peer_lost_np3 tensorflow_elastic_kill
   PROPERTIES TIMEOUT 600 LABELS "tensorflow;python" SKIP_RETURN_CODE 77)
 # --- end tensorflow_* ----------------------------------------------------------------

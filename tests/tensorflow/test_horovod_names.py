@@ -57,7 +57,7 @@ HOROVOD_TF_OTHER = [
     "Min", "Max", "Product", "Compression",
 ]
 MISSING_TF = ["broadcast_", "broadcast_object_fn", "broadcast_global_variables",
-              "BroadcastGlobalVariablesHook", "SyncBatchNormalization", "elastic"]
+              "BroadcastGlobalVariablesHook", "SyncBatchNormalization"]
 
 HOROVOD_KERAS = {
     "DistributedOptimizer": ["optimizer", "name", "device_dense", "device_sparse",

@@ -102,3 +102,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
         groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
+
+
+# hvd.elastic: TensorFlowKerasState, TensorFlowState, run (imports the modules above).
+from tutti.tensorflow import elastic  # noqa: E402
