@@ -31,6 +31,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SKIP = 77
 
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+import run_job_tests  # noqa: E402
 from run_job_tests import run  # noqa: E402 (runs a command, prints and returns its output)
 
 
@@ -49,15 +50,9 @@ def skip_reason(args):
 
 
 def job_env(args):
-    env = dict(os.environ)
-    env["TUTTI_LIBRARY"] = os.path.abspath(args.library)
+    env = run_job_tests.job_env(args)  # TUTTI_LIBRARY, PYTHONPATH, timeouts
     env["TUTTI_TF_LIBRARY"] = os.path.abspath(args.tf_library)
-    env["PYTHONPATH"] = os.path.join(REPO, "bindings", "python") + (
-        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.setdefault("TUTTI_TIMEOUT_SECONDS", "30")
-    env.setdefault("TUTTI_STALL_CHECK_TIME_SECONDS", "20")
-    env.setdefault("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", "60")
     return env
 
 

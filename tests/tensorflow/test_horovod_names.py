@@ -95,6 +95,10 @@ def test_other_horovod_names_exist_and_missing_ones_do_not():
         assert hasattr(hvd, name), name
     for name in MISSING_TF:
         assert not hasattr(hvd, name), "%s exists: update docs/tensorflow.md" % name
+    for name in ("run", "TensorFlowKerasState", "TensorFlowState", "ObjectState", "State"):
+        assert hasattr(hvd.elastic, name), "elastic." + name
+    assert params(hvd.elastic.TensorFlowKerasState.__init__)[:4] == ["self", "model", "optimizer",
+                                                                     "backend"]
     for module in (hvd_keras, tutti.keras):
         for name in HOROVOD_KERAS_CALLBACKS:
             assert hasattr(module.callbacks, name), name
