@@ -10,6 +10,11 @@ if(TARGET tutti)
     COMMAND ${_py_tdist_driver} torchrun --np 2 --library $<TARGET_FILE:tutti> --timeout 400)
   add_test(NAME python_torch_distributed_kill_np3
     COMMAND ${_py_tdist_driver} kill --np 3 --library $<TARGET_FILE:tutti> --timeout 120)
+  # No abort at exit (every exit mode once; torch 2.x runs 20: torch2.cmake).
+  add_test(NAME python_torch_distributed_exits_np2
+    COMMAND ${_py_tdist_driver} exits --np 2 --runs 4 --library $<TARGET_FILE:tutti> --timeout 120)
+  set_tests_properties(python_torch_distributed_exits_np2 PROPERTIES TIMEOUT 600
+                       LABELS "bindings;python")
   set_tests_properties(python_torch_distributed_torchrun_np2 PROPERTIES TIMEOUT 900
                        LABELS "bindings;python")
   set_tests_properties(python_torch_distributed_kill_np3 PROPERTIES TIMEOUT 180

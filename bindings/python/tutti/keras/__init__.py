@@ -1,0 +1,13 @@
+"""tutti.keras: Horovod's horovod.keras for Keras 3 on the TensorFlow backend,
+the same API as tutti.tensorflow.keras (``import tutti.keras as hvd``)."""
+
+from tutti.tensorflow.keras import *  # noqa: F401,F403
+from tutti.tensorflow.keras import (  # noqa: F401 (names * leaves out)
+    DistributedOptimizer,
+    allgather,
+    allreduce,
+    broadcast,
+    broadcast_global_variables,
+    callbacks,
+    reducescatter,
+)

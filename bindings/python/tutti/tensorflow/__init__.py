@@ -1,0 +1,108 @@
+"""tutti for TensorFlow 2: ``import tutti.tensorflow as hvd`` ports a Horovod
+script (horovod.tensorflow, 0.28.1).
+
+The collectives are TensorFlow custom ops (libtutti_tensorflow.so, built
+against the installed TensorFlow: see tutti.tensorflow._loader), asynchronous
+kernels that tutti's background thread completes, usable eagerly and inside
+tf.function, with gradients (tutti.tensorflow.mpi_ops). Host (CPU) tensors
+of uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+bool. docs/tensorflow.md lists the API against Horovod's and what is missing.
+"""
+
+from tutti.basics import (
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from tutti.errors import (
+    HorovodInternalError,
+    HostsUpdatedInterrupt,
+    InvalidArgumentError,
+    MismatchError,
+    NotInitializedError,
+    PeerLostError,
+    ShutdownError,
+    StalledError,
+    TuttiError,
+)
+from tutti.process_sets import (
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)
+from tutti.tensorflow.collectives import (
+    allreduce,
+    grouped_allreduce,
+    grouped_reducescatter,
+    reducescatter,
+)
+from tutti.tensorflow.compression import Compression
+from tutti.tensorflow.functions import allgather_object, broadcast_object, broadcast_variables
+from tutti.tensorflow.gradient_tape import (
+    DistributedGradientTape,
+    PartialDistributedGradientTape,
+)
+from tutti.tensorflow.mpi_ops import (
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    allgather,
+    alltoall,
+    barrier,
+    broadcast,
+    grouped_allgather,
+    join,
+    local_rank_op,
+    local_size_op,
+    process_set_included_op,
+    rank_op,
+    size_op,
+)
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
+                         device_sparse="", compression=Compression.none, sparse_as_dense=False,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         average_aggregated_gradients=False, num_groups=0, groups=None,
+                         process_set=global_process_set, scale_local_gradients=True):
+    """Horovod's hvd.DistributedOptimizer for a Keras optimizer: the Keras one
+    (tutti.tensorflow.keras.DistributedOptimizer). TensorFlow 1's
+    tf.compat.v1.train.Optimizer is not supported (TypeError)."""
+    del use_locking  # a TF1 optimizer argument
+    if op == Adasum:
+        raise ValueError("op == Adasum is not supported yet with Keras")
+    from tutti.tensorflow import keras as _keras
+    return _keras.DistributedOptimizer(
+        optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
+        compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
+        groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
+
+
+# hvd.elastic: TensorFlowKerasState, TensorFlowState, run (imports the modules above).
+from tutti.tensorflow import elastic  # noqa: E402
