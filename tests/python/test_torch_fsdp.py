@@ -51,7 +51,8 @@ def batch(step, dp_size):
 
 
 def train(model, steps, dp_rank=None, dp_size=1, accumulate=False):
-    """SGD with momentum; dp_rank None: the whole batch (the reference).
+    """SGD with momentum on the global batches of dp_size ranks; dp_rank None:
+    the whole batch (the reference), else that rank's slice.
     accumulate: a first micro-batch whose gradients are not synchronised."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for step in range(steps):
@@ -83,7 +84,7 @@ def shard_every_layer(model, mesh, **kwargs):
 def test_fully_shard_equals_single_process(accumulate):
     rank, size = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (size,))
-    ref = train(make_net(), STEPS, accumulate=accumulate)
+    ref = train(make_net(), STEPS, dp_size=size, accumulate=accumulate)
     model = train(shard_every_layer(make_net(), mesh), STEPS, rank, size, accumulate)
     for p, q in zip(full_params(model), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-5)
@@ -94,7 +95,7 @@ def test_fully_shard_mixed_precision():
     rank, size = dist.get_rank(), dist.get_world_size()
     mesh = init_device_mesh("cpu", (size,))
     policy = fsdp.MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    ref = train(make_net(), STEPS)
+    ref = train(make_net(), STEPS, dp_size=size)
     model = train(shard_every_layer(make_net(), mesh, mp_policy=policy), STEPS, rank, size)
     for p, q in zip(full_params(model), ref.parameters()):
         assert p.dtype == torch.float32  # sharded parameters stay float32
@@ -108,7 +109,7 @@ def test_hybrid_sharding_over_a_2d_mesh():
     if size < 4 or size % 2:
         pytest.skip("HSDP needs an even world size >= 4 (this job: %d)" % size)
     mesh = init_device_mesh("cpu", (2, size // 2), mesh_dim_names=("replicate", "shard"))
-    ref = train(make_net(), STEPS)
+    ref = train(make_net(), STEPS, dp_size=size)
     model = train(shard_every_layer(make_net(), mesh), STEPS, rank, size)
     for p, q in zip(full_params(model), ref.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-5)
@@ -120,8 +121,8 @@ def test_compiled_model_under_ddp():
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rank, size = dist.get_rank(), dist.get_world_size()
-    ref = train(make_net(), STEPS)
-    ddp = DDP(make_net(), bucket_cap_mb=0.0005)
+    ref = train(make_net(), STEPS, dp_size=size)
+    ddp = DDP(make_net())
     compiled = torch.compile(ddp, backend="aot_eager")
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     for step in range(STEPS):
