@@ -95,6 +95,13 @@ def _check_bitwise(tensor, red, what):
                            "BXOR take integer or bool tensors" % (what, tensor.dtype))
 
 
+def one_tensor(tensors, op):
+    if len(tensors) != 1:
+        raise RuntimeError("tutti backend: %s takes one tensor per call (got a list of %d; "
+                           "multi-device lists are not supported)" % (op, len(tensors)))
+    return tensors[0]
+
+
 def check_count(tensors, size, what, which):
     if len(tensors) != size:
         raise RuntimeError("tutti backend: %s got %d %s; expected one per rank (%d)"

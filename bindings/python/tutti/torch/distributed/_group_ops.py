@@ -52,7 +52,9 @@ import torch.distributed as dist
 
 from tutti.torch import ops
 from tutti.torch.distributed import _collectives as col
+from tutti.torch.distributed import _p2p
 from tutti.torch.distributed._completion import complete_later
+from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
 WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
 
@@ -136,13 +138,6 @@ def _sig(kind, *tensors, count=True):
     return "%s.%s.%d" % (kind, dtype, sum(t.numel() for t in tensors))
 
 
-def one_tensor(tensors, op):
-    if len(tensors) != 1:
-        raise RuntimeError("tutti backend: %s takes one tensor per call (got a list of %d; "
-                           "multi-device lists are not supported)" % (op, len(tensors)))
-    return tensors[0]
-
-
 def _root(opts, op):
     if getattr(opts, "rootTensor", 0) != 0:
         raise RuntimeError("tutti backend: %s with rootTensor=%d; only 0 (one tensor per call)"
@@ -157,13 +152,15 @@ def _reduce_op(opts, what):
 class GroupOps:
     """torch.distributed's collectives as tutti ops (see the module docstring).
 
-    _setup(process_set, group_id, error), called by the concrete class's
+    _setup(process_set, group_id, error, store), called by the concrete class's
     __init__ after torch's (which takes rank and size): process_set is the tutti
     set of the group's ranks (None: every rank); group_id a name the same on
     every rank of the group; error, when not None, is raised by every op (a
-    subgroup tutti cannot map). The concrete class provides _work(future)."""
+    subgroup tutti cannot map); store the group's torch store
+    (monitored_barrier). The concrete class provides _work(future)."""
 
-    def _setup(self, process_set, group_id, error=None):
+    def _setup(self, process_set, group_id, error=None, store=None):
+        self._monitor = MonitoredBarrier(store, self.rank(), self.size())
         self._process_set = process_set
         self._group_id = group_id or "world"
         self._error = error
@@ -231,7 +228,7 @@ class GroupOps:
     # -- reductions ---------------------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
-        t = one_tensor(tensors, "all_reduce")
+        t = col.one_tensor(tensors, "all_reduce")
         start, finish = col.allreduce(t, _reduce_op(opts, "all_reduce"))
         return self._run(_sig("allreduce", t), [t], start, lambda r: [finish(r)], opts)
 
@@ -241,14 +238,14 @@ class GroupOps:
         return self._run(_sig("allreduce_coalesced", *tensors), tensors, start, finish, opts)
 
     def reduce(self, tensors, opts=None):
-        t = one_tensor(tensors, "reduce")
+        t = col.one_tensor(tensors, "reduce")
         red = _reduce_op(opts, "reduce")
         start, finish = col.reduce(t, red, _root(opts, "reduce") == self.rank())
         return self._run(_sig("reduce", t), [t], start, lambda r: [finish(r)], opts)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        out = one_tensor(output_tensors, "reduce_scatter")
-        inputs = one_tensor(input_tensors, "reduce_scatter")
+        out = col.one_tensor(output_tensors, "reduce_scatter")
+        inputs = col.one_tensor(input_tensors, "reduce_scatter")
         col.check_count(inputs, self.size(), "reduce_scatter", "input tensors")
         red = _reduce_op(opts, "reduce_scatter")
         start, finish = col.reduce_scatter(out, inputs, red, self.rank(), self.size())
@@ -272,14 +269,14 @@ class GroupOps:
     # -- data movement --------------------------------------------------------------
 
     def broadcast(self, tensors, opts=None):
-        t = one_tensor(tensors, "broadcast")
+        t = col.one_tensor(tensors, "broadcast")
         root = self._global_rank(_root(opts, "broadcast") if opts is not None else 0)
         start = col.broadcast(t, root)
         return self._run(_sig("broadcast", t), [t], start, lambda r: [t], opts)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
-        t = one_tensor(input_tensors, "all_gather")
-        outs = one_tensor(output_tensors, "all_gather")
+        t = col.one_tensor(input_tensors, "all_gather")
+        outs = col.one_tensor(output_tensors, "all_gather")
         col.check_count(outs, self.size(), "all_gather", "output tensors")
         start, finish = col.gather_into(t, outs, "all_gather")
         return self._run(_sig("allgather", t), [t], start, lambda r: [finish(r)], opts)
@@ -309,22 +306,22 @@ class GroupOps:
         return self._run(_sig("allgather_coalesced", *input_list), list(input_list), start, split, opts)
 
     def gather(self, output_tensors, input_tensors, opts=None):
-        t = one_tensor(input_tensors, "gather")
+        t = col.one_tensor(input_tensors, "gather")
         root = opts.rootRank
         outs = None
         if self.rank() == root:
-            outs = one_tensor(output_tensors, "gather")
+            outs = col.one_tensor(output_tensors, "gather")
             col.check_count(outs, self.size(), "gather", "gather_list entries")
         start, finish = col.gather(t, outs, root, self.size())
         return self._run(_sig("gather", t), [t], start,
                          lambda r: [finish(r)] if outs is not None else [], opts)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
-        out = one_tensor(output_tensors, "scatter")
+        out = col.one_tensor(output_tensors, "scatter")
         root = opts.rootRank
         chunks = None
         if self.rank() == root:
-            chunks = one_tensor(input_tensors, "scatter")
+            chunks = col.one_tensor(input_tensors, "scatter")
             col.check_count(chunks, self.size(), "scatter", "scatter_list entries")
         start, finish = col.scatter(out, chunks, root, self.size())
         return self._run(_sig("scatter", out), [out], start, lambda r: [finish(r)], opts)
@@ -345,3 +342,17 @@ class GroupOps:
 
     def barrier(self, opts=None):
         return self._run("barrier", [], col.barrier_start, lambda r: [], opts)
+
+    # -- gloo's debugging barrier and point-to-point ----------------------------------
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        self._monitor.run(timeout, wait_all_ranks)
+
+    def send(self, tensors, dst, tag=0):
+        return self._work(_p2p.send(self, tensors, dst, tag))
+
+    def recv(self, tensors, src, tag=0):
+        return self._work(_p2p.recv(self, tensors, src, tag))
+
+    def recv_anysource(self, tensors, tag=0):
+        _p2p.recv_anysource()

@@ -15,13 +15,12 @@ Each call returns the op's torch.futures.Future (value: [tensor]).
 from tutti.torch import ops, p2p
 from tutti.torch.distributed import _collectives as col
 from tutti.torch.distributed._completion import complete_later
-from tutti.torch.distributed._group_ops import one_tensor
 
 
 def _start(group, tensors, what, enqueue):
     if group._error is not None:  # noqa: SLF001 (the group's own state)
         raise RuntimeError(group._error)  # noqa: SLF001
-    tensor = one_tensor(tensors, what)
+    tensor = col.one_tensor(tensors, what)
     handle = enqueue(col.movable(tensor))
     devices = [str(tensor.device)] if tensor.device.type == "cuda" else None
     return complete_later(ops.c_handles_of(handle), lambda: ops.synchronize(handle),

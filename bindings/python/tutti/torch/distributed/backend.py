@@ -23,9 +23,7 @@ which registers their tutti process sets).
 
 import torch
 
-from tutti.torch.distributed import _p2p
 from tutti.torch.distributed._group_ops import FutureWork, GroupOps
-from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
 C10DBackend = torch._C._distributed_c10d.Backend
 
@@ -37,8 +35,7 @@ class BackendTutti(GroupOps, C10DBackend):
 
     def __init__(self, rank, size, process_set, group_id, error=None, store=None):
         super().__init__(rank, size)
-        self._setup(process_set, group_id, error)
-        self._monitor = MonitoredBarrier(store, rank, size)
+        self._setup(process_set, group_id, error, store)
 
     def _work(self, future, opts=None):
         """A blocking call (opts.asyncOp False: dist.all_reduce(t) and the like)
@@ -76,17 +73,6 @@ class BackendTutti(GroupOps, C10DBackend):
     supports_window = property(lambda self: False)
     _supports_time_estimate = property(lambda self: False)
 
-    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        self._monitor.run(timeout, wait_all_ranks)
-
-    def send(self, tensors, dst, tag=0):
-        return self._work(_p2p.send(self, tensors, dst, tag))
-
-    def recv(self, tensors, src, tag=0):
-        return self._work(_p2p.recv(self, tensors, src, tag))
-
-    def recv_anysource(self, tensors, tag=0):
-        _p2p.recv_anysource()
 
     def abort(self):
         """torch's abort: nothing of tutti's is torn down here (tutti's job

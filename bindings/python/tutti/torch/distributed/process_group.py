@@ -18,9 +18,7 @@ freed while C++ still holds it.
 import torch
 import torch.distributed as dist
 
-from tutti.torch.distributed import _p2p
 from tutti.torch.distributed._group_ops import FutureWork, GroupOps, called_from_python_api
-from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
 
 class ProcessGroupTutti(GroupOps, dist.ProcessGroup):
@@ -33,22 +31,9 @@ class ProcessGroupTutti(GroupOps, dist.ProcessGroup):
 
     def __init__(self, rank, size, process_set, group_id, error=None, store=None):
         super().__init__(rank, size)
-        self._setup(process_set, group_id, error)
-        self._monitor = MonitoredBarrier(store, rank, size)
+        self._setup(process_set, group_id, error, store)
 
     def _work(self, future, opts=None):
         if called_from_python_api():
             return FutureWork(future)
         return torch._C._distributed_c10d._create_work_from_future(future)
-
-    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        self._monitor.run(timeout, wait_all_ranks)
-
-    def send(self, tensors, dst, tag=0):
-        return self._work(_p2p.send(self, tensors, dst, tag))
-
-    def recv(self, tensors, src, tag=0):
-        return self._work(_p2p.recv(self, tensors, src, tag))
-
-    def recv_anysource(self, tensors, tag=0):
-        _p2p.recv_anysource()
