@@ -241,3 +241,19 @@ def test_new_subgroups_run_over_process_sets():
     dist.all_reduce(t, group=sub)
     first = rank - rank % group_size
     assert t.item() == float(sum(range(first, first + group_size)))
+
+
+def test_collectives_under_inference_mode():
+    """Inside torch.inference_mode() (Lightning's test loop) the outputs are
+    inference tensors, which tutti's completion thread writes in that mode."""
+    rank, size = rank_size()
+    with torch.inference_mode():
+        t = torch.full((3,), float(rank + 1))
+        dist.all_reduce(t)
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        gathered = torch.empty(3 * size)
+        dist.all_gather_into_tensor(gathered, t)
+    total = float(sum(range(1, size + 1)))
+    assert t.tolist() == [total * size] * 3
+    assert gathered.tolist() == [total * size] * (3 * size)

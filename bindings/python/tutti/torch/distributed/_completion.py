@@ -169,15 +169,20 @@ def complete_later(c_handles, wait, finish, devices=None, completer=COMPLETER):
     Future.set_exception only stores the exception as the value, which C++
     callers such as DDP's reducer would read as a result. So the raw future
     gets the value, and the future returned is raw.then(unwrap), which fails
-    when unwrap raises. devices: CUDA devices of the tensors (None: CPU)."""
+    when unwrap raises. devices: CUDA devices of the tensors (None: CPU).
+    wait() and finish() run in the caller's inference mode: a collective
+    started under torch.inference_mode() (Lightning's test loop) writes
+    inference tensors, which only code in that mode may change."""
     import torch
 
     raw = torch.futures.Future(devices=devices)
+    inference = torch.is_inference_mode_enabled()
 
     def run(status=0):
         del status  # wait() reports the op's error with its message
         try:
-            value = finish(wait())
+            with torch.inference_mode(inference):
+                value = finish(wait())
         except BaseException as error:  # noqa: B902 (delivered to the waiter)
             value = _Failed(error)
         raw.set_result(value)
