@@ -38,6 +38,16 @@ def tutti_group():
     groups()
 
 
+@pytest.fixture(autouse=True)
+def in_step():
+    """A barrier after each test: a test's last collectives may run in one
+    mesh dimension's groups only (HSDP's shards), and a rank that finished
+    the file and shut tutti down would end the others' ops (tutti's job ends
+    at the first shutdown; docs/torch-distributed.md)."""
+    yield
+    dist.barrier()
+
+
 def make_net():
     torch.manual_seed(4321)
     return nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 12), nn.Tanh(),
