@@ -15,12 +15,25 @@ if("thread" IN_LIST TUTTI_SANITIZE)
   set(_san_label sanitize_tsan)
   # Every suite whose ranks or workers are threads of the test process.
   set(_san_suites tutti_ops_tests tutti_tcp_tests tutti_shm_tests tutti_coordinator_tests
-                  tutti_cases_tests:4 tutti_compression_runtime_tests tutti_c_api_tests)
+                  tutti_cases_tests:4 tutti_compression_runtime_tests tutti_c_api_tests
+                  tutti_timeline_tests tutti_elastic_tests)
+  # Left out under TSan: the tests whose ranks are processes forked from the
+  # (multi-threaded) test process. TSan cannot follow such a fork: the child
+  # dies with "starting new threads after multi-threaded fork is not
+  # supported". The ASan build runs them.
+  set(_san_skip_tutti_cases_tests
+      "Cases/PeerLostTest.*:PeerLostTest.*:Cases/PeerLostMidCollectiveTest.*"
+      "Cases/StoppedBetweenCollectivesTest.*:Cases/StallTest.*:LivenessTest.BusyRanksAreNotLost"
+      "ProcessHarnessTest.*")
+  set(_san_skip_tutti_timeline_tests "TimelineTest.KilledJobLeavesALoadableFile")
+  set(_san_skip_tutti_elastic_tests "ElasticWorker.AJoinTimesOutNamingTheWorker"
+      "ElasticWorker.LeavingAfterPeerLostReportsTheLostRank")
 else()
   set(_san_label sanitize_asan)
   set(_san_suites tutti_slurm_tests tutti_ops_tests tutti_tcp_tests tutti_shm_tests
                   tutti_coordinator_tests tutti_cases_tests:4 tutti_compression_tests
-                  tutti_compression_runtime_tests tutti_c_api_tests)
+                  tutti_compression_runtime_tests tutti_c_api_tests tutti_timeline_tests
+                  tutti_elastic_tests)
 endif()
 if(TARGET tutti AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   # clang links its sanitizer runtime into executables only (statically, its
@@ -30,6 +43,11 @@ if(TARGET tutti AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   # crashes at startup.
   set_property(TARGET tutti APPEND PROPERTY LINK_OPTIONS "LINKER:-z,undefs")
 endif()
+# Left out in both: PollDeadlineTest, one thread busy-polling a clock with
+# 20-30 ms margins (ops/poll_deadline.h; nothing shared, nothing allocated).
+# Descheduled for longer on a loaded host it misses them; the main suite
+# runs it.
+list(APPEND _san_skip_tutti_ops_tests "PollDeadlineTest.*")
 # scripts/sanitize builds only these binaries (and what they link).
 add_custom_target(tutti_sanitize_tests)
 foreach(_suite IN LISTS _san_suites)
@@ -54,7 +72,12 @@ foreach(_suite IN LISTS _san_suites)
       set(_name ${_name}_${_i})
       list(APPEND _env "GTEST_TOTAL_SHARDS=${_shards}" "GTEST_SHARD_INDEX=${_i}")
     endif()
-    add_test(NAME ${_name} COMMAND ${_exe})
+    set(_args "")
+    if(DEFINED _san_skip_${_exe})
+      list(JOIN _san_skip_${_exe} ":" _skip)
+      set(_args "--gtest_filter=-${_skip}")
+    endif()
+    add_test(NAME ${_name} COMMAND ${_exe} ${_args})
     set_tests_properties(${_name} PROPERTIES LABELS ${_san_label} TIMEOUT 900
                          ENVIRONMENT "${_env}")
   endforeach()
