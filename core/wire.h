@@ -81,6 +81,7 @@ class BufferReader {
   }
   bool getRaw(void* p, size_t n) {
     if (n > remaining()) return false;
+    if (n == 0) return true;  // p may be null (an empty vector's data()): memcpy's UB
     std::memcpy(p, data_ + pos_, n);
     pos_ += n;
     return true;

@@ -329,18 +329,43 @@ Status MpiTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
     return Status::internal("mpi transport: control message of " + std::to_string(bytes.size()) +
                             " bytes is larger than one MPI message allows");
   }
-  sends_.emplace_back();
-  PendingSend& s = sends_.back();
-  s.bytes = std::move(bytes);
-  int rc = MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, peer, control_tag_,
-                     comm_, &s.request);
-  if (rc != MPI_SUCCESS) {
-    sends_.pop_back();
-    return fail(rc, "MPI_Isend");
-  }
+  const int rc = postControlSend(peer, control_tag_, std::move(bytes));
+  if (rc != MPI_SUCCESS) return fail(rc, "MPI_Isend");
   backoff_ = kMinBackoff;  // a reply is likely soon
   liveness_.sent(peer, Clock::now());
   return progressSends();
+}
+
+int MpiTransport::postControlSend(int peer, int tag, std::vector<uint8_t> bytes) {
+  sends_.emplace_back();
+  PendingSend& s = sends_.back();
+  s.bytes = std::move(bytes);
+  const int rc = MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, peer, tag,
+                           comm_, &s.request);
+  if (rc != MPI_SUCCESS) sends_.pop_back();
+  return rc;
+}
+
+Status MpiTransport::receiveArrived(
+    int tag, const std::function<void(int from, std::vector<uint8_t> bytes)>& take) {
+  while (true) {
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    int rc = MPI_Improbe(MPI_ANY_SOURCE, tag, comm_, &found, &message, &status);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Improbe");
+    if (!found) return Status::ok();
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::vector<uint8_t> bytes(static_cast<size_t>(count));
+    rc = MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
+    take(status.MPI_SOURCE, std::move(bytes));
+  }
+}
+
+PeerLiveness::IsOpen MpiTransport::controlOpen() const {
+  return [this](int peer) { return !closed_by_[static_cast<size_t>(peer)]; };
 }
 
 Status MpiTransport::progressSends() {
@@ -362,34 +387,16 @@ Status MpiTransport::receiveControl(std::vector<ControlMessage>* out) {
   // arrives while it runs and then find the close behind it.)
   TUTTI_RETURN_IF_ERROR(receiveWedgeNotices());
   std::vector<int> closed;
-  while (true) {
-    int found = 0;
-    MPI_Message message = MPI_MESSAGE_NULL;
-    MPI_Status status;
-    int rc = MPI_Improbe(MPI_ANY_SOURCE, close_tag_, comm_, &found, &message, &status);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Improbe");
-    if (!found) break;
-    rc = MPI_Mrecv(nullptr, 0, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
-    closed.push_back(status.MPI_SOURCE);
-  }
-  while (true) {
-    int found = 0;
-    MPI_Message message = MPI_MESSAGE_NULL;
-    MPI_Status status;
-    int rc = MPI_Improbe(MPI_ANY_SOURCE, control_tag_, comm_, &found, &message, &status);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Improbe");
-    if (!found) break;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
+  TUTTI_RETURN_IF_ERROR(
+      receiveArrived(close_tag_, [&](int from, std::vector<uint8_t>) { closed.push_back(from); }));
+  TUTTI_RETURN_IF_ERROR(receiveArrived(control_tag_, [&](int from, std::vector<uint8_t> bytes) {
+    liveness_.heard(from, Clock::now());
+    if (bytes.empty()) return;  // a heartbeat
     ControlMessage msg;
-    msg.from_rank = status.MPI_SOURCE;
-    msg.bytes.resize(static_cast<size_t>(count));
-    rc = MPI_Mrecv(msg.bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
-    liveness_.heard(msg.from_rank, Clock::now());
-    if (count > 0) out->push_back(std::move(msg));  // empty: a heartbeat
-  }
+    msg.from_rank = from;
+    msg.bytes = std::move(bytes);
+    out->push_back(std::move(msg));
+  }));
   for (int from : closed) {
     closed_by_[static_cast<size_t>(from)] = true;
     if (broken_.isOk()) {
@@ -412,7 +419,7 @@ Status MpiTransport::pollControl(Clock::time_point deadline, std::vector<Control
     const auto now = Clock::now();
     liveness_.enterWait(now);
     sendHeartbeats(now);
-    const auto open = [this](int p) { return !closed_by_[static_cast<size_t>(p)]; };
+    const PeerLiveness::IsOpen open = controlOpen();
     auto silent_until = Clock::time_point::max();
     const int silent =
         st.isOk() && broken_.isOk() ? liveness_.silentPeer(now, open, &silent_until) : -1;
@@ -449,14 +456,9 @@ void MpiTransport::sendHeartbeats(Clock::time_point now) {
     return;
   }
   if (now < next_beat_) return;  // the common case (every poll of a wait): one comparison
-  const auto open = [this](int p) { return !closed_by_[static_cast<size_t>(p)]; };
+  const PeerLiveness::IsOpen open = controlOpen();
   for (int peer : liveness_.heartbeatsDue(now, open)) {
-    sends_.emplace_back();
-    if (MPI_Isend(nullptr, 0, MPI_BYTE, peer, control_tag_, comm_, &sends_.back().request) !=
-        MPI_SUCCESS) {
-      sends_.pop_back();
-      break;
-    }
+    if (postControlSend(peer, control_tag_, {}) != MPI_SUCCESS) break;
     liveness_.sent(peer, now);
   }
   next_beat_ = liveness_.nextHeartbeat(open);
@@ -502,13 +504,7 @@ void MpiTransport::announceWedge(const std::string& why) {
   }
   for (int peer : peers) {
     if (closed_by_[static_cast<size_t>(peer)]) continue;
-    sends_.emplace_back();
-    PendingSend& s = sends_.back();
-    s.bytes = bytes;
-    if (MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, peer, tag, comm_,
-                  &s.request) != MPI_SUCCESS) {
-      sends_.pop_back();
-    }
+    (void)postControlSend(peer, tag, bytes);
   }
   // Small messages leave at once; give them a moment to be sure (the
   // process may exit right after the error reached the program).
@@ -518,24 +514,14 @@ void MpiTransport::announceWedge(const std::string& why) {
 }
 
 Status MpiTransport::receiveWedgeNotices() {
-  while (true) {
-    int found = 0;
-    MPI_Message message = MPI_MESSAGE_NULL;
-    MPI_Status status;
-    int rc = MPI_Improbe(MPI_ANY_SOURCE, wedge_tag_, comm_, &found, &message, &status);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Improbe");
-    if (!found) return Status::ok();
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    std::string why(static_cast<size_t>(count), '\0');
-    rc = MPI_Mrecv(why.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return fail(rc, "MPI_Mrecv");
-    if (!broken_.isOk()) continue;
+  return receiveArrived(wedge_tag_, [this](int, std::vector<uint8_t> bytes) {
+    if (!broken_.isOk()) return;
+    const std::string why(bytes.begin(), bytes.end());
     // Relayed to every worker before the transport breaks (a broken one
     // sends nothing more).
     if (placement_.rank == 0) announceWedge(why);
     broken_ = Status::peerLost(why);
-  }
+  });
 }
 
 void MpiTransport::sendCloseNotices() {
@@ -547,12 +533,7 @@ void MpiTransport::sendCloseNotices() {
   }
   for (int peer : peers) {
     if (closed_by_[static_cast<size_t>(peer)]) continue;  // it hung up first
-    sends_.emplace_back();
-    int rc = MPI_Isend(nullptr, 0, MPI_BYTE, peer, close_tag_, comm_, &sends_.back().request);
-    if (rc != MPI_SUCCESS) {
-      sends_.pop_back();
-      break;
-    }
+    if (postControlSend(peer, close_tag_, {}) != MPI_SUCCESS) break;
   }
 }
 

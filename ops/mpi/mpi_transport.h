@@ -70,6 +70,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,6 +123,18 @@ class MpiTransport : public Transport {
   MpiTransport(MPI_Comm comm, JobPlacement placement, int epoch, double timeout_seconds);
   Status fail(int code, const char* call);
   Status progressSends();
+  // Posts a nonblocking send of `bytes` to `peer` with `tag`, kept in
+  // sends_ until it completes; MPI's return code (not kept unless
+  // MPI_SUCCESS).
+  int postControlSend(int peer, int tag, std::vector<uint8_t> bytes);
+  // Receives every message with `tag` that has arrived, in MPI's order,
+  // handing each sender and payload to `take`; an MPI error breaks the
+  // transport (fail()) and is returned.
+  Status receiveArrived(int tag,
+                        const std::function<void(int from, std::vector<uint8_t> bytes)>& take);
+  // The liveness bookkeeping's "is the control connection to this peer
+  // open": no close notice from it yet.
+  PeerLiveness::IsOpen controlOpen() const;
   Status receiveControl(std::vector<ControlMessage>* out);
   void sendCloseNotices();
   void drainIncoming();  // receives and drops every message addressed to this rank

@@ -284,8 +284,12 @@ Status TcpMesh::pollControl(Clock::time_point deadline, std::vector<ControlMessa
   }
 }
 
+PeerLiveness::IsOpen TcpMesh::controlOpen() const {
+  return [this](int peer) { return control_.isOpen(peer); };
+}
+
 bool TcpMesh::loseSilentPeer(Clock::time_point* until) {
-  const auto open = [this](int p) { return control_.isOpen(p); };
+  const PeerLiveness::IsOpen open = controlOpen();
   if (liveness_.silentPeer(Clock::now(), open, until) < 0) return false;
   // Frames that arrived but whose handlers have not run yet count.
   io_.poll();
@@ -304,7 +308,7 @@ bool TcpMesh::sendHeartbeats(Clock::time_point now) {
     return false;
   }
   if (now < next_beat_) return false;  // the common case: one comparison
-  const auto open = [this](int p) { return control_.isOpen(p); };
+  const PeerLiveness::IsOpen open = controlOpen();
   const auto due = liveness_.heartbeatsDue(now, open);
   for (int peer : due) control_.send(peer, {});
   next_beat_ = liveness_.nextHeartbeat(open);

@@ -103,6 +103,8 @@ class TcpMesh final : public LinkHost {
   // naming it and its control connection closes; true then. Else *until is
   // when the next one would be.
   bool loseSilentPeer(Clock::time_point* until);
+  // The liveness bookkeeping's "is the control connection to this peer open".
+  PeerLiveness::IsOpen controlOpen() const;
 
   // tcp_connect.cc
   Status connectAll(Store& store, const std::string& advertise_host);

@@ -100,7 +100,8 @@ class CompressedAllreduceTest : public ::testing::TestWithParam<Param> {};
 // One step, sum and average, a lone tensor and a fused group: within the
 // compressor's one-step bound (topk at ratio 1 sends everything, as float16).
 TEST_P(CompressedAllreduceTest, OneStepWithinTheCompressorsBound) {
-  const auto [size, spec_c] = GetParam();
+  const int size = std::get<0>(GetParam());
+  const auto spec_c = std::get<1>(GetParam());
   const std::string spec = spec_c;
   const bool int8 = spec.rfind("int8", 0) == 0;
   // Relative bound per contribution: float16 2^-11 per rounding (the value,
@@ -110,7 +111,9 @@ TEST_P(CompressedAllreduceTest, OneStepWithinTheCompressorsBound) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
       const std::vector<int64_t> counts = {1000, 1, 37, 300};
       Tensors t = gradientTensors(rt.rank(), counts);
-      auto& [ins, outs, in_views, out_views] = t;
+      const std::vector<HostTensor>& outs = t.outs;
+      std::vector<TensorView>& in_views = t.in_views;
+      std::vector<TensorView>& out_views = t.out_views;
       OpOptions opts;
       opts.name = std::string("cmp.") + reduceOpName(op);
       opts.reduce_op = op;
@@ -152,7 +155,8 @@ class ErrorFeedbackTest : public ::testing::TestWithParam<Param> {};
 // residuals) plus the sum of the outputs equals steps * the true sum, and the
 // mean output converges to the true sum.
 TEST_P(ErrorFeedbackTest, SentPlusResidualsIsTheTrueSum) {
-  const auto [size, spec_c] = GetParam();
+  const int size = std::get<0>(GetParam());
+  const auto spec_c = std::get<1>(GetParam());
   const std::string spec = spec_c;
   // topk:0.01 sends 5 of the 500 entries per step: it needs more steps to
   // send everything at least once.

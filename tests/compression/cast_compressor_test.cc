@@ -113,8 +113,8 @@ TEST_P(CastCompressorTest, UnalignedWireBuffer) {
 
 INSTANTIATE_TEST_SUITE_P(
     Wire, CastCompressorTest,
-    ::testing::Values(CastCase{DataType::kFloat16, std::exp2(-11), std::exp2(-14), 65504.0f},
-                      CastCase{DataType::kBFloat16, std::exp2(-8), std::exp2(-126), 1e38f}),
+    ::testing::Values(CastCase{DataType::kFloat16, std::exp2(-11), std::exp2(-14.0f), 65504.0f},
+                      CastCase{DataType::kBFloat16, std::exp2(-8), std::exp2(-126.0f), 1e38f}),
     [](const ::testing::TestParamInfo<CastCase>& info) {
       return std::string(dataTypeName(info.param.wire));
     });

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <map>
@@ -157,8 +158,12 @@ TEST(ElasticWorker, AJoinTimesOutNamingTheWorker) {
   EXPECT_EQ(rt, nullptr);
 }
 
+// Written once every survivor has the first allreduce's result.
+const char* const kSurvivorsDone = "test/survivors_done";
+
 // A forked worker that joins generation 0, takes part in one allreduce and
-// dies (_exit without shutdown: its peers see the connection close).
+// dies once the survivors finished it (_exit without shutdown: its peers see
+// the connection close).
 pid_t forkDyingWorker(const ElasticTestDriver& driver, int id, int total_ids_plus_one) {
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -173,6 +178,17 @@ pid_t forkDyingWorker(const ElasticTestDriver& driver, int id, int total_ids_plu
   Handle h = 0;
   if (!rt->allreduce(in, out, options, &h).isOk() || !rt->wait(h, 30).isOk()) _exit(4);
   if (y[0] != static_cast<float>(total_ids_plus_one)) _exit(5);
+  // Dies only once the survivors have the same allreduce's result: exiting
+  // before they finish it makes them fail it with peer lost (seen under
+  // scripts/sanitize ubsan, where this worker was the faster one).
+  std::unique_ptr<RendezvousClient> sync;
+  std::vector<uint8_t> done;
+  if (!RendezvousClient::connect("127.0.0.1", driver.port(), driver.secret(),
+                                 std::chrono::milliseconds(5000), &sync)
+           .isOk() ||
+      !sync->get(kSurvivorsDone, std::chrono::milliseconds(30000), &done).isOk()) {
+    _exit(6);
+  }
   _exit(0);
 }
 
@@ -181,6 +197,7 @@ TEST(ElasticWorker, LeavingAfterPeerLostReportsTheLostRank) {
   driver.publish(0, ElasticTestDriver::oneHost({0, 1, 2}));
   const pid_t dying = forkDyingWorker(driver, 2, 1 + 2 + 3);
   ASSERT_GT(dying, 0);
+  std::atomic<int> finished{0};
   runWorkers({0, 1}, [&](int id) {
     auto worker = makeWorker(driver, id);
     ASSERT_TRUE(worker);
@@ -195,6 +212,7 @@ TEST(ElasticWorker, LeavingAfterPeerLostReportsTheLostRank) {
     ASSERT_TRUE(rt->allreduce(in, out, options, &h).isOk());
     ASSERT_TRUE(rt->wait(h, 30).isOk());
     EXPECT_EQ(y[0], 6.f);
+    if (++finished == 2) driver.set(kSurvivorsDone, "1");  // rank 2 may exit now
     // Rank 2 is gone by now or soon: the next op fails with peer lost.
     options.name = "after-loss";
     st = rt->allreduce(in, out, options, &h);
