@@ -19,9 +19,13 @@ watched; watch() wakes or starts a reader when none is reading. Every
 watched handle therefore always has a reader, whatever the callbacks block
 on. Idle threads exit after IDLE_SECONDS; the threads are daemons.
 
+At exit (atexit, before the interpreter finalizes) tutti is shut down and
+the completion threads drain: see _quiesce_at_exit.
+
 Thread-safety: watch() and complete_later() may be called from any thread.
 """
 
+import atexit
 import ctypes
 import os
 import struct
@@ -67,6 +71,7 @@ class Completer:
         self._fds = None
         self._callback = None
         self._rest = b""  # bytes of a partial record (only the token holder touches it)
+        self._running = 0  # threads running completions now
 
     def watch(self, c_handle, fn):
         """Runs fn(status) on a completion thread once C handle c_handle completed
@@ -103,8 +108,21 @@ class Completer:
                     fn(status)
                 except BaseException:  # noqa: B902 (fn delivers its errors itself)
                     pass
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
             if not self._await_token():
                 return
+
+    def drain(self, timeout_seconds):
+        """Waits until no handle is watched and no completion runs (at most
+        timeout_seconds). Returns True when drained."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._watched and not self._running,
+                                       timeout_seconds)
+
+    def in_use(self):
+        return self._fds is not None
 
     def _await_token(self):
         """True once this thread holds the token; False after IDLE_SECONDS idle."""
@@ -135,6 +153,7 @@ class Completer:
         with self._cond:
             done = [(self._watched.pop(h, None), status)
                     for h, status, _ in _RECORD.iter_unpack(data[:whole])]
+            self._running += 1  # until _work has run them
             if self._watched:  # others still wait: someone must read while we run these
                 self._pass_token()
             else:
@@ -143,6 +162,26 @@ class Completer:
 
 
 COMPLETER = Completer("tutti-completion")  # shared by the process groups and the DDP hook
+
+DRAIN_SECONDS = 10.0
+
+
+def _quiesce_at_exit(completer=COMPLETER):
+    """Before the interpreter finalizes: shut tutti down (every pending op
+    completes, with ShutdownError if it must) and let the completion threads
+    finish running those completions. A daemon thread still completing a
+    future when Python finalizes is stopped by pthread_exit inside torch's C++
+    (the future's callbacks need the GIL), and that forced unwind through C++
+    frames aborted the process ("terminate called without an active
+    exception"). tutti_shutdown is idempotent; tutti.basics' own exit handler
+    calls it too."""
+    if not completer.in_use():
+        return
+    _library.load().tutti_shutdown()
+    completer.drain(DRAIN_SECONDS)
+
+
+atexit.register(_quiesce_at_exit)
 
 
 class _Failed:
