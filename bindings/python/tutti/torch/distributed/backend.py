@@ -67,12 +67,11 @@ class BackendTutti(GroupOps, C10DBackend):
     # trampoline reads them by attribute, and the inherited C++ property would
     # call back into the trampoline (endless recursion).
     supports_splitting = property(lambda self: False)  # subgroups via new_group
-    supports_coalescing = property(lambda self: False)  # coalesced methods below instead
+    supports_coalescing = property(lambda self: False)  # the *_coalesced methods serve it
     supports_shrinking = property(lambda self: False)
     supports_reconfigure = property(lambda self: False)
     supports_window = property(lambda self: False)
     _supports_time_estimate = property(lambda self: False)
-
 
     def abort(self):
         """torch's abort: nothing of tutti's is torn down here (tutti's job
