@@ -233,6 +233,9 @@ TEST(PointToPointTest, BadPeersAndCudaTensorsFailAtEnqueue) {
     st = rt.rank() == 0 ? rt.send(cuda, 1, 3, kGlobalProcessSet, &h) : recvNow(rt, t, 0, 3);
     EXPECT_TRUE(HasCode(st, StatusCode::kInvalidArgument));
     EXPECT_TRUE(ContainsAll(st.message(), {"p2p 0->1 tag 3 #0", "CPU tensors"}));
+    // Rank 0 failed at once; it must not shut down (under mpi the first
+    // shutdown ends the job) before rank 1 has the announced error.
+    EXPECT_TRUE(IsOk(runOpStatus(rt, [&](Handle* b) { return rt.barrier(b); })));
   });
 }
 
