@@ -2,9 +2,9 @@
 """The Fashion-MNIST CNN of torch_fashion_mnist.py, trained with Lightning
 (lightning.Trainer) on the torch.distributed backend "tutti" (torch 2.x).
 
-    python examples/lightning_fashion_mnist.py --devices 2               # Lightning starts the ranks
+    venv/bin/python examples/lightning_fashion_mnist.py --devices 2     # Lightning starts the ranks
     tuttirun -np 2 venv/bin/python examples/lightning_fashion_mnist.py  # tuttirun starts them
-    ... --strategy fsdp2                                                  # FSDP2 instead of DDP
+    ... --strategy fsdp2                                                # FSDP2 instead of DDP
 
 Importing tutti.torch.distributed registers the backend; the strategy names
 it with process_group_backend="tutti". Started as a plain `python` process,
@@ -43,8 +43,9 @@ def parse_args():
     p.add_argument("--backend", default="tutti", help="torch.distributed backend (tutti, gloo)")
     p.add_argument("--devices", type=int, default=int(os.environ.get("LOCAL_WORLD_SIZE", 2)),
                    help="ranks on this host (default: LOCAL_WORLD_SIZE under tuttirun, else 2)")
-    p.add_argument("--test-batches", type=float, default=1.0,
-                   help="fraction (<= 1) or number of the test batches per rank")
+    p.add_argument("--test-batches", type=lambda v: float(v) if "." in v else int(v),
+                   default=1.0, help="fraction (with a point: 0.5) or number (2) of the test "
+                                     "batches of 500 per rank (default: 1.0, all)")
     return p.parse_args()
 
 
@@ -90,7 +91,8 @@ def main():
     num_nodes = max(1, world // args.devices)
     if "TUTTI_CROSS_RANK" in os.environ:  # tuttirun: this host's index for Lightning's ranks
         os.environ.setdefault("NODE_RANK", os.environ["TUTTI_CROSS_RANK"])
-    threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, (os.cpu_count() or 1) // args.devices))
+    cores = os.cpu_count() or 1
+    threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, cores // args.devices))
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)  # the same initial parameters on every rank
 
