@@ -144,10 +144,11 @@ def evaluate(model, images, labels):
 
 
 def checksum(model):
-    """sha256 of every parameter and buffer's bytes, in state_dict order, and the float sum."""
+    """sha256 of every parameter and buffer's bytes, in state_dict order, and the float sum
+    (model: a module, or a state dict of whole tensors)."""
     h = hashlib.sha256()
     total = 0.0
-    for _, t in model.state_dict().items():
+    for _, t in (model if isinstance(model, dict) else model.state_dict()).items():
         h.update(t.detach().contiguous().numpy().tobytes())
         total += t.double().sum().item()
     return h.hexdigest()[:16], total
