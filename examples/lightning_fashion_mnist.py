@@ -108,11 +108,7 @@ def main():
                         strategy=strategy, max_epochs=args.epochs,
                         max_steps=args.max_steps or -1, limit_test_batches=args.test_batches,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False,
-                        # FSDP2 all-gathers in test(); under inference mode tutti's backend
-                        # cannot write the gathered parameters yet (it completes ops on its own
-                        # thread, where inference mode is off): test() runs under no_grad.
-                        inference_mode=args.strategy == "ddp")
+                        enable_model_summary=False)
     model = FashionMNIST(lr, args.strategy == "fsdp2")
     train = DataLoader(TensorDataset(train_x[:n_train], train_y[:n_train]),
                        batch_size=args.batch_size, shuffle=True, drop_last=True)

@@ -163,8 +163,12 @@ def case_link_cut_4x1(c):
     for r in (0, 1, 2):
         check(r in lost, "survivor rank %d reported no error" % r)
         took, kind = lost[r][0] - t_cut, lost[r][1]
-        check(kind == "PeerLostError" and "rank 3" in lost[r][2],
-              "rank %d failed with %s: %s (expected PeerLostError naming rank 3)" %
+        # PeerLostError on every survivor. Which rank it names depends on who
+        # times out first: the coordinator's silent-peer check names rank 3,
+        # but a ring neighbour whose data stopped may name the peer it waited
+        # on (seen under load: "rank 0: no progress for 4 s").
+        check(kind == "PeerLostError" and re.search(r"rank \d", lost[r][2]),
+              "rank %d failed with %s: %s (expected PeerLostError naming a rank)" %
               (r, kind, lost[r][2]))
         check(took < TIMEOUT_SECONDS + 6, "rank %d saw the loss after %.1f s with "
               "TUTTI_TIMEOUT_SECONDS=%d" % (r, took, TIMEOUT_SECONDS))
