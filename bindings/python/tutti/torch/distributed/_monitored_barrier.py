@@ -58,13 +58,14 @@ class MonitoredBarrier:
             self._store.add(prefix + "release", 1)
             return
         self._store.add(prefix + "arrived/%d" % self._rank, 1)
-        if not _wait_key(self._store, prefix + "release", time.monotonic() + _seconds(timeout)):
+        deadline = time.monotonic() + timeout.total_seconds()
+        if not _wait_key(self._store, prefix + "release", deadline):
             raise RuntimeError("tutti backend: monitored_barrier: rank 0 did not release rank %d "
                                "within %d ms (rank 0 names the ranks it missed)"
                                % (self._rank, _ms(timeout)))
 
     def _collect(self, prefix, timeout, wait_all_ranks):
-        deadline = time.monotonic() + _seconds(timeout)
+        deadline = time.monotonic() + timeout.total_seconds()
         missing = []
         for r in range(1, self._size):
             key = prefix + "arrived/%d" % r
@@ -89,10 +90,6 @@ def _wait_key(store, key, deadline):
             return False
         time.sleep(POLL_SECONDS)
     return True
-
-
-def _seconds(timeout):
-    return timeout.total_seconds()
 
 
 def _ms(timeout):
