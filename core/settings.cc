@@ -95,6 +95,13 @@ std::vector<SettingSpec> runtimeSpecs(const Settings& d) {
        "COLLECTIVE:LO-HI:NAME with byte ranges (k/m/g suffixes; HI empty or inf: no limit), "
        "e.g. allreduce:0-4k:recursive_doubling,broadcast:0-64k:binomial; the same on every rank; "
        "tuttirun --check-build lists the algorithms and their default ranges"},
+      {"TUTTI_HIERARCHICAL_ALLREDUCE", SettingType::kChoice, text(d.hierarchical_allreduce), 0, 0,
+       "auto,1,0",
+       "tcp backend: hierarchical allreduce (reduce-scatter within each host, allreduce across "
+       "hosts, allgather within each host; hosts from TUTTI_CROSS_RANK): auto = the algorithm "
+       "table chooses it above its recursive-doubling range when there are several hosts with "
+       "the same number (> 1) of ranks each; 1 = for every size where the placement allows it; "
+       "0 = never; the same on every rank"},
       {"TUTTI_SHM", SettingType::kChoice, text(d.shm), 0, 0, "auto,off",
        "shared memory between ranks on the same host: auto = data between two ranks of one host "
        "goes through a shared-memory ring instead of loopback TCP; off = always TCP"},
@@ -351,6 +358,7 @@ Status readKnobs(const EnvReader& r, Settings* s) {
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_TIMEOUT_SECONDS", &s->timeout_seconds));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_SEGMENT_BYTES", &s->segment_bytes));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_ALGORITHMS", &s->algorithms));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_HIERARCHICAL_ALLREDUCE", &s->hierarchical_allreduce));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_SHM", &s->shm));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_TIMELINE", &s->timeline));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_TIMELINE_MARK_CYCLES", &s->timeline_mark_cycles));

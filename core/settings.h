@@ -71,6 +71,10 @@ struct Settings {
   // TUTTI_ALGORITHMS: overrides of the tcp backend's algorithm choice, parsed
   // and checked by ops/algorithm_table.h when the backend connects ("" = none).
   std::string algorithms;
+  // TUTTI_HIERARCHICAL_ALLREDUCE (tcp backend, ops/algorithms/
+  // allreduce_hierarchical.h): "auto" (the algorithm table decides), "1"
+  // (whenever the placement allows), "0" (never).
+  std::string hierarchical_allreduce = "auto";
   std::string shm = "auto";  // TUTTI_SHM: "auto" (same-host peers via shared memory) or "off"
   std::string timeline;      // TUTTI_TIMELINE: base path ("" = off), see coordinator/timeline.h
   bool timeline_mark_cycles = false;

@@ -212,6 +212,7 @@ struct ParsedFlags {
   std::vector<double> cooldown;                       // --blacklist-cooldown-range MIN MAX
   std::map<std::string, std::string> setting_values;  // settings flag -> its value
   bool timeline_mark_cycles = false;
+  bool hierarchical_allreduce = false;
 };
 
 void addJobOptions(CLI::App& app, ParsedFlags& f) {
@@ -320,6 +321,10 @@ void addOutputAndInfoOptions(CLI::App& app, ParsedFlags& f) {
   app.add_flag("--timeline-mark-cycles", f.timeline_mark_cycles,
                "mark every background-loop round in the timeline [TUTTI_TIMELINE_MARK_CYCLES]")
       ->group(runtime);
+  app.add_flag("--hierarchical-allreduce", f.hierarchical_allreduce,
+               "allreduce within each host, then across hosts, for every size where the "
+               "placement allows it (as horovodrun's flag) [TUTTI_HIERARCHICAL_ALLREDUCE=1]")
+      ->group(runtime);
   const std::string info = "Information";
   app.set_help_flag("-h,--help", "print this help and exit")->group(info);
   app.add_flag("--version", f.version, "print the version and exit")->group(info);
@@ -389,6 +394,7 @@ std::string collectSettings(const CLI::App& app, ParsedFlags& f) {
     f.o.settings.push_back(setting);
   }
   if (f.timeline_mark_cycles) f.o.settings.emplace_back("TUTTI_TIMELINE_MARK_CYCLES", "1");
+  if (f.hierarchical_allreduce) f.o.settings.emplace_back("TUTTI_HIERARCHICAL_ALLREDUCE", "1");
   return "";
 }
 

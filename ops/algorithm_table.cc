@@ -23,6 +23,14 @@ const char* recursiveDoublingDeclines(const AlgorithmCase& c) {
              : nullptr;
 }
 
+const char* hierarchicalDeclines(const AlgorithmCase& c) {
+  if (!c.hierarchical_allowed) return "turned off (TUTTI_HIERARCHICAL_ALLREDUCE=0)";
+  if (c.cross_size < 2) return "all ranks are on one host";
+  if (c.local_size == 0) return "hosts hold different numbers of ranks";
+  if (c.local_size < 2) return "one rank per host";
+  return nullptr;
+}
+
 // Whether comma-separated `list` has `item` (no allocation: on every op's path).
 bool listHas(std::string_view list, std::string_view item) {
   while (true) {
@@ -135,6 +143,10 @@ const std::vector<AlgorithmEntry>& algorithmTable() {
   static const std::vector<AlgorithmEntry> table = {
       {"allreduce", "recursive_doubling", AlgorithmId::kAllreduceRecursiveDoubling, 0, 64 * kKiB,
        "tcp", recursiveDoublingDeclines, "log2 n whole-buffer exchanges (latency bound)"},
+      {"allreduce", "hierarchical", AlgorithmId::kAllreduceHierarchical, 0, kNoByteLimit, "tcp",
+       hierarchicalDeclines,
+       "reduce-scatter within each host, ring allreduce of each rank's block across hosts, "
+       "allgather within each host (several ranks on each of several hosts, as many on each)"},
       {"allreduce", "ring", AlgorithmId::kAllreduceRing, 0, kNoByteLimit, "tcp", fitsAll,
        "pipelined ring reduce-scatter + allgather (bandwidth bound)"},
       {"broadcast", "binomial", AlgorithmId::kBroadcastBinomial, 0, 64 * kKiB, "tcp", fitsAll,

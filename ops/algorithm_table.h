@@ -34,6 +34,7 @@ namespace tutti {
 enum class AlgorithmId {
   kAllreduceRecursiveDoubling,
   kAllreduceRing,
+  kAllreduceHierarchical,
   kBroadcastBinomial,
   kBroadcastChain,
   kAllgatherRing,
@@ -48,6 +49,12 @@ struct AlgorithmCase {
   std::string_view collective;  // "allreduce", "broadcast", ... (AlgorithmEntry::collective)
   uint64_t bytes = 0;           // payload in bytes (allreduce: count x element size)
   std::string_view transport;   // what the backend runs over: "tcp" (sockets, shm, subsets)
+  // Placement of the transport's ranks (ops/host_groups.h): ranks per host
+  // (0 when hosts hold different numbers of ranks) and hosts. The same on
+  // every rank, so the choice is too.
+  int local_size = 1;
+  int cross_size = 1;
+  bool hierarchical_allowed = true;  // false: TUTTI_HIERARCHICAL_ALLREDUCE=0
 };
 
 struct AlgorithmEntry {

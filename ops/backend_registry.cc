@@ -181,14 +181,18 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
     TUTTI_RETURN_IF_ERROR(TcpTransport::connect(settings, none, "", &transport));
   }
   const size_t segment_bytes = static_cast<size_t>(settings.segment_bytes);
-  out->backend = std::make_unique<TcpBackend>(*transport, segment_bytes, overrides);
+  // Every rank's host (TUTTI_CROSS_RANK), for hierarchical collectives.
+  TcpHierarchy hierarchy{settings.hierarchical_allreduce, {}};
+  TUTTI_RETURN_IF_ERROR(exchangeHostIds(*transport, settings.cross_rank, &hierarchy.host_of_rank));
+  out->backend = std::make_unique<TcpBackend>(*transport, segment_bytes, overrides, hierarchy);
   Transport* world = transport.get();
-  out->connect_set = [world, segment_bytes, overrides](const std::vector<int>& ranks,
-                                                       SetBackend* set) {
+  out->connect_set = [world, segment_bytes, overrides, hierarchy](const std::vector<int>& ranks,
+                                                                  SetBackend* set) {
     *set = SetBackend{};
     if (!std::binary_search(ranks.begin(), ranks.end(), world->rank())) return Status::ok();
     set->transport = std::make_unique<SubsetTransport>(*world, ranks);
-    set->backend = std::make_unique<TcpBackend>(*set->transport, segment_bytes, overrides);
+    const TcpHierarchy members{hierarchy.allreduce, hostIdsOf(hierarchy.host_of_rank, ranks)};
+    set->backend = std::make_unique<TcpBackend>(*set->transport, segment_bytes, overrides, members);
     return Status::ok();
   };
   out->transport = std::move(transport);

@@ -5,8 +5,10 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/logging.h"
 #include "ops/algorithms/allgather_ring.h"
 #include "ops/algorithms/allreduce_adasum.h"
+#include "ops/algorithms/allreduce_hierarchical.h"
 #include "ops/algorithms/allreduce_recursive_doubling.h"
 #include "ops/algorithms/allreduce_ring.h"
 #include "ops/algorithms/alltoall_pairwise.h"
@@ -33,12 +35,43 @@ Status checkPerRank(const char* what, const std::vector<size_t>& v, int size) {
 }  // namespace
 
 TcpBackend::TcpBackend(Transport& transport, size_t segment_bytes,
-                       std::vector<AlgorithmOverride> overrides)
-    : transport_(transport), segment_bytes_(segment_bytes), overrides_(std::move(overrides)) {}
+                       std::vector<AlgorithmOverride> overrides, const TcpHierarchy& hierarchy)
+    : transport_(transport),
+      segment_bytes_(segment_bytes),
+      overrides_(std::move(overrides)),
+      groups_(transport, hierarchy.host_of_rank),
+      hierarchical_allowed_(hierarchy.allreduce != "0") {
+  if (hierarchy.allreduce == "1") {
+    std::vector<AlgorithmOverride> forced;
+    TUTTI_CHECK(parseAlgorithmOverrides("allreduce:0-inf:hierarchical", &forced).isOk());
+    overrides_.push_back(forced.front());
+  }
+  const HostLayout& layout = groups_.layout();
+  if (groups_.hierarchical() && hierarchical_allowed_) {
+    TUTTI_LOG(kInfo) << "rank " << transport.rank() << " of " << transport.size()
+                     << ": hierarchical allreduce over " << layout.cross_size << " hosts x "
+                     << layout.local_size << " ranks";
+  } else if (hierarchy.allreduce == "1" && transport.rank() == 0) {
+    // Why the forced entry declines: "hierarchical: <reason>".
+    std::string why;
+    for (const std::string& d : select("allreduce", kNoByteLimit).declined) {
+      if (why.empty() && d.rfind("hierarchical: ", 0) == 0) why = d.substr(14);
+    }
+    TUTTI_LOG(kWarning) << "TUTTI_HIERARCHICAL_ALLREDUCE=1, but " << why
+                        << ": allreduce uses the flat algorithms";
+  }
+}
+
+AlgorithmChoice TcpBackend::select(const char* collective, uint64_t bytes) const {
+  AlgorithmCase c{collective, bytes, kTransportName};
+  c.local_size = groups_.layout().local_size;
+  c.cross_size = groups_.layout().cross_size;
+  c.hierarchical_allowed = hierarchical_allowed_;
+  return selectAlgorithm(algorithmTable(), overrides_, c);
+}
 
 AlgorithmId TcpBackend::choose(const char* collective, uint64_t bytes) const {
-  const AlgorithmChoice choice = selectAlgorithm(algorithmTable(), overrides_,
-                                                 AlgorithmCase{collective, bytes, kTransportName});
+  const AlgorithmChoice choice = select(collective, bytes);
   // Every collective's last table entry fits every case.
   TUTTI_CHECK(choice.entry != nullptr);
   return choice.entry->id;
@@ -46,9 +79,14 @@ AlgorithmId TcpBackend::choose(const char* collective, uint64_t bytes) const {
 
 Status TcpBackend::allreduceBySize(const void* in, void* out, size_t count, DataType dtype,
                                    ReduceOp op) {
-  if (choose("allreduce", count * dataTypeSize(dtype)) ==
-      AlgorithmId::kAllreduceRecursiveDoubling) {
-    return allreduceRecursiveDoubling(transport_, in, out, count, dtype, op, &scratch_);
+  switch (choose("allreduce", count * dataTypeSize(dtype))) {
+    case AlgorithmId::kAllreduceRecursiveDoubling:
+      return allreduceRecursiveDoubling(transport_, in, out, count, dtype, op, &scratch_);
+    case AlgorithmId::kAllreduceHierarchical:
+      return allreduceHierarchical(groups_.local(), groups_.cross(), in, out, count, dtype, op,
+                                   segment_bytes_, &scratch_);
+    default:
+      break;
   }
   return allreduceRing(transport_, in, out, count, dtype, op, segment_bytes_, &scratch_);
 }

@@ -4,24 +4,36 @@
 // call by ops/algorithm_table.h (by collective and payload size, with
 // TUTTI_ALGORITHMS's overrides first); ring and chain algorithms are
 // pipelined in segments of `segment_bytes` (0: ring::kDefaultSegmentBytes).
-// Adasum by ops/algorithms/allreduce_adasum.h.
+// Adasum by ops/algorithms/allreduce_adasum.h. Hierarchical allreduce
+// (ops/algorithms/allreduce_hierarchical.h) runs over the transport's ranks
+// grouped by host (ops/host_groups.h).
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ops/algorithm_table.h"
 #include "ops/backend.h"
+#include "ops/host_groups.h"
 #include "ops/transport.h"
 
 namespace tutti {
+
+// What hierarchical collectives need; the same on every rank.
+struct TcpHierarchy {
+  std::string allreduce = "auto";  // TUTTI_HIERARCHICAL_ALLREDUCE: auto, 1 or 0
+  std::vector<int> host_of_rank;   // host id of each transport rank; empty: one host
+};
 
 class TcpBackend : public Backend {
  public:
   // `transport` must outlive the backend. `overrides`: parsed
   // TUTTI_ALGORITHMS (parseAlgorithmOverrides); the same on every rank.
+  // hierarchy.allreduce "1" puts the hierarchical allreduce after the
+  // overrides for every size, "0" declines it.
   TcpBackend(Transport& transport, size_t segment_bytes,
-             std::vector<AlgorithmOverride> overrides = {});
+             std::vector<AlgorithmOverride> overrides = {}, const TcpHierarchy& hierarchy = {});
   const char* name() const override { return "tcp"; }
   int rank() const override;
   int size() const override;
@@ -44,12 +56,15 @@ class TcpBackend : public Backend {
   Transport* ringTransport() override { return &transport_; }
 
  private:
+  AlgorithmChoice select(const char* collective, uint64_t bytes) const;
   AlgorithmId choose(const char* collective, uint64_t bytes) const;
   Status allreduceBySize(const void* in, void* out, size_t count, DataType dtype, ReduceOp op);
 
   Transport& transport_;
   size_t segment_bytes_;
   std::vector<AlgorithmOverride> overrides_;
+  HostGroups groups_;
+  bool hierarchical_allowed_ = true;
   // Reused between calls so steady-state collectives do not allocate:
   // two received segments (allreduce; half the buffer for Adasum) and a
   // partial-sums buffer (reducescatter).

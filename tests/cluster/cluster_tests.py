@@ -13,6 +13,10 @@ tuttirun's --rsh-agent 'ip netns exec {host}'):
           python_4x1      the same at 4 hosts x 1 rank (no shared memory at all)
           bench_4x1       tutti-bench --op all --check 1, the world and a process set
           torch_dist_2x2  dist.all_reduce/all_gather/broadcast on init_process_group("tutti")
+          hierarchical_2x2  TUTTI_HIERARCHICAL_ALLREDUCE=1: every rank says it runs the
+                          hierarchical allreduce over 2 hosts x 2 ranks; tutti-bench
+                          --check exact for every collective, 1 B to 8 MiB, sum and max;
+                          at 4x2 a process set of h1 and h3's ranks (2 hosts x 2)
   faults  loss_2x2        1 % of every host's packets dropped: tutti-bench --check
                           exact, the job finishes, the rule did drop packets
           link_cut_4x1    nftables drops all of h4's packets mid-job: every survivor
@@ -122,6 +126,28 @@ def case_torch_dist_2x2(c):
     expect_ok(rc, out, 4)
 
 
+def case_hierarchical_2x2(c):
+    env = {"TUTTI_HIERARCHICAL_ALLREDUCE": "1", "TUTTI_LOG_LEVEL": "info"}
+    rc, out = run_job(c, ["h1", "h2"], 2, [ARGS.bench, "--op", "all", "-c", "1", "-n", "2", "-w",
+                                           "1", "-b", "1", "-e", "8M", "-f", "16"], env=env)
+    problems, rows = problems_of(rc, out)
+    check(not problems, "tutti-bench: " + "; ".join(problems))
+    said = set(re.findall(r"rank (\d) of 4: hierarchical allreduce over 2 hosts x 2 ranks", out))
+    check(said == {"0", "1", "2", "3"}, "ranks that run the hierarchical allreduce: %s" %
+          sorted(said))
+    print("ok: hierarchical allreduce at 2x2, %d rows, every #wrong is 0" % rows, flush=True)
+    bench(c, ["h1", "h2"], 2, ["-b", "64K", "-e", "4M", "-f", "8", "-d", "int32", "-o", "max"],
+          env=env)
+    rc, out = run_job(c, ["h1", "h2", "h3", "h4"], 2,
+                      [ARGS.bench, "--op", "allreduce", "-c", "1", "-n", "2", "-w", "1", "-b", "4",
+                       "-e", "4M", "-f", "32", "--process-set", "0,1,4,5"], env=env)
+    problems, rows = problems_of(rc, out)
+    check(not problems, "tutti-bench --process-set 0,1,4,5: " + "; ".join(problems))
+    check(re.search(r"rank 0 of 4: hierarchical allreduce over 2 hosts x 2 ranks", out),
+          "the set of h1 and h3's ranks does not run the hierarchical allreduce")
+    print("ok: a process set of 2 hosts x 2 ranks within 4x2, %d rows" % rows, flush=True)
+
+
 def case_loss_2x2(c):
     for h in ("h1", "h2"):
         c.set_loss(h, 1.0)
@@ -186,7 +212,7 @@ def case_host_loss(c):
 
 
 GROUPS = {
-    "jobs": ["python_2x2", "python_4x1", "bench_4x1", "torch_dist_2x2"],
+    "jobs": ["python_2x2", "python_4x1", "bench_4x1", "torch_dist_2x2", "hierarchical_2x2"],
     "faults": ["loss_2x2", "link_cut_4x1", "host_loss"],
 }
 

@@ -128,6 +128,16 @@ TEST(CommandLine, TimelineFlags) {
   EXPECT_EQ(o.command, std::vector<std::string>{"./a.out"});
 }
 
+TEST(CommandLine, HierarchicalAllreduceFlag) {
+  LaunchOptions o;
+  ASSERT_TRUE(parse({"-np", "4", "--hierarchical-allreduce", "./a.out"}, &o).run);
+  EXPECT_EQ(settingOf(o, "TUTTI_HIERARCHICAL_ALLREDUCE"), "1");
+  LaunchOptions plain;
+  ASSERT_TRUE(parse({"-np", "4", "./a.out"}, &plain).run);
+  EXPECT_EQ(settingOf(plain, "TUTTI_HIERARCHICAL_ALLREDUCE"), "<unset>");
+  EXPECT_EQ(o.command, std::vector<std::string>{"./a.out"});
+}
+
 TEST(CommandLine, HorovodCompatRunsTheScriptThroughTheAlias) {
   using V = std::vector<std::string>;
   LaunchOptions o;

@@ -56,7 +56,7 @@ TEST(AlgorithmOverrides, ParsesRangesWithSuffixes) {
 TEST(AlgorithmOverrides, ErrorsNameTheEntryAndWhatIsAccepted) {
   std::string e = errorOf("allreduce:0-4k:ring,allreduce:0-4k:tree");
   EXPECT_NE(e.find("'allreduce:0-4k:tree'"), std::string::npos) << e;
-  EXPECT_NE(e.find("unknown allreduce algorithm 'tree'; accepted: recursive_doubling, ring"),
+  EXPECT_NE(e.find("unknown allreduce algorithm 'tree'; accepted: recursive_doubling, hierarchical, ring"),
             std::string::npos)
       << e;
   e = errorOf("allreduse:0-4k:ring");
@@ -102,15 +102,45 @@ TEST(AlgorithmSelection, ACandidateThatDoesNotFitSaysWhyAndTheNextIsTaken) {
       selectAlgorithm(algorithmTable(), o, AlgorithmCase{"allreduce", 100u << 20, "tcp"});
   ASSERT_NE(big.entry, nullptr);
   EXPECT_STREQ(big.entry->name, "ring");
-  ASSERT_EQ(big.declined.size(), 1u);
+  ASSERT_EQ(big.declined.size(), 2u);
   EXPECT_NE(big.declined[0].find("recursive_doubling: above 64 MiB"), std::string::npos)
       << big.declined[0];
+  EXPECT_EQ(big.declined[1], "hierarchical: all ranks are on one host");
   // A transport no algorithm runs over: every candidate declines.
   const AlgorithmChoice none =
       selectAlgorithm(algorithmTable(), {}, AlgorithmCase{"broadcast", 1, "rdma"});
   EXPECT_EQ(none.entry, nullptr);
   ASSERT_EQ(none.declined.size(), 2u);
   EXPECT_EQ(none.declined[0], "binomial: runs over tcp, not rdma");
+}
+
+// Hierarchical allreduce: above recursive doubling's range when there are
+// several hosts with the same number (> 1) of ranks each.
+TEST(AlgorithmSelection, HierarchicalFollowsThePlacement) {
+  auto pick = [](uint64_t bytes, int local_size, int cross_size, bool allowed = true) {
+    AlgorithmCase c{"allreduce", bytes, "tcp"};
+    c.local_size = local_size;
+    c.cross_size = cross_size;
+    c.hierarchical_allowed = allowed;
+    const AlgorithmChoice choice = selectAlgorithm(algorithmTable(), {}, c);
+    return std::string(choice.entry->name) +
+           (choice.declined.empty() ? "" : " (" + choice.declined.back() + ")");
+  };
+  EXPECT_EQ(pick(1 << 20, 2, 2), "hierarchical");
+  EXPECT_EQ(pick(1 << 20, 4, 3), "hierarchical");
+  EXPECT_EQ(pick(64 * 1024, 2, 2), "recursive_doubling");
+  EXPECT_EQ(pick(1 << 20, 2, 2, false),
+            "ring (hierarchical: turned off (TUTTI_HIERARCHICAL_ALLREDUCE=0))");
+  EXPECT_EQ(pick(1 << 20, 1, 4), "ring (hierarchical: one rank per host)");
+  EXPECT_EQ(pick(1 << 20, 0, 2), "ring (hierarchical: hosts hold different numbers of ranks)");
+  EXPECT_EQ(pick(1 << 20, 4, 1), "ring (hierarchical: all ranks are on one host)");
+  // Forced for every size, as TUTTI_HIERARCHICAL_ALLREDUCE=1 does.
+  AlgorithmCase small{"allreduce", 8, "tcp"};
+  small.local_size = 3;
+  small.cross_size = 2;
+  EXPECT_STREQ(
+      selectAlgorithm(algorithmTable(), parsed("allreduce:0-:hierarchical"), small).entry->name,
+      "hierarchical");
 }
 
 TEST(AlgorithmSelection, EveryCollectiveHasAnEntryForEverySize) {
@@ -125,6 +155,7 @@ TEST(AlgorithmSelection, TableTextListsEveryAlgorithm) {
   const std::string text = algorithmTableText();
   EXPECT_NE(text.find("allreduce:0-64k:recursive_doubling  [tcp]"), std::string::npos) << text;
   EXPECT_NE(text.find("allreduce:0-inf:ring  [tcp]"), std::string::npos) << text;
+  EXPECT_NE(text.find("allreduce:0-inf:hierarchical  [tcp]"), std::string::npos) << text;
   EXPECT_NE(text.find("broadcast:0-64k:binomial"), std::string::npos) << text;
   EXPECT_NE(text.find("barrier:0-inf:dissemination"), std::string::npos) << text;
 }

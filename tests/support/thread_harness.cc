@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,16 @@ Settings makeRankSettings(int rank, int size, int port, const std::string& secre
   settings.local_size = size;
   settings.cross_rank = 0;
   settings.cross_size = 1;
+  if (options.ranks_per_host > 0) {
+    const int per = options.ranks_per_host;
+    settings.cross_rank = rank / per;
+    settings.cross_size = (size + per - 1) / per;
+    settings.local_rank = rank % per;
+    settings.local_size = std::min(per, size - settings.cross_rank * per);
+  }
+  if (!options.hierarchical_allreduce.empty()) {
+    settings.hierarchical_allreduce = options.hierarchical_allreduce;
+  }
   settings.rendezvous_addr = "127.0.0.1";
   settings.rendezvous_port = port;
   settings.rank0_hosts_rendezvous = false;

@@ -36,6 +36,11 @@ struct ClusterOptions {
   double watchdog_seconds = 100;
   bool require_clean_shutdown = true;  // shutdown() must return ok on every rank
   std::string backend;                 // TUTTI_BACKEND ("" = the registry default, tcp)
+  // > 0: simulated hosts, rank r on host r / ranks_per_host (TUTTI_CROSS_RANK
+  // and TUTTI_LOCAL_RANK/SIZE set to match; the last host may hold fewer);
+  // 0: every rank on host 0.
+  int ranks_per_host = 0;
+  std::string hierarchical_allreduce;  // TUTTI_HIERARCHICAL_ALLREDUCE ("" = the default)
 };
 
 // Settings of rank `rank` of a `size`-rank job on this host whose rendezvous

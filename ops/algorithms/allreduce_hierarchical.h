@@ -1,0 +1,42 @@
+#pragma once
+
+// Hierarchical allreduce over ranks grouped by host (ops/host_groups.h):
+//   1. ring reduce-scatter within the host: local rank l ends with block l
+//      (ring::evenBlocks(count, local size)) reduced over its host;
+//   2. ring allreduce of block l across the hosts, among the ranks at local
+//      index l: every local rank drives its own block, so each host's cross
+//      traffic is 2(H-1)/H of the buffer (H hosts) spread over all its ranks,
+//      against 2(n-1)/n through one link per host for the flat ring;
+//   3. ring allgather within the host.
+// The scheme is Horovod's NCCLHierarchicalAllreduce (horovod/common/ops/
+// nccl_operations.cc: ncclReduceScatter within the node, MPI_Allreduce
+// across nodes, ncclAllGather within the node), here on the ring algorithms
+// of ops/algorithms/ for every transport the tcp backend runs over.
+//
+// Results: integer ops, min and max equal the flat ring's bit for bit; a
+// floating-point sum or product is summed in another order (within a host,
+// then across hosts), so it agrees within rounding.
+//
+// Threading, blocking, errors and count 0: as allreduceRing
+// (ops/algorithms/allreduce_ring.h). Every rank of the world calls it with
+// the same count, dtype, op and segment size, passing its own host's local
+// transport and its cross transport; every host holds the same number of
+// ranks. kAverage reduces as kSum (the caller scales).
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "ops/transport.h"
+
+namespace tutti {
+
+// out[i] = op over all ranks of in[i]; in == out is in place, otherwise `in`
+// is only read and must not overlap `out`. `scratch` as for allreduceRing.
+Status allreduceHierarchical(Transport& local, Transport& cross, const void* in, void* out,
+                             size_t count, DataType dtype, ReduceOp op, size_t segment_bytes,
+                             std::vector<uint8_t>* scratch);
+
+}  // namespace tutti

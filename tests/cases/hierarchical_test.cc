@@ -1,0 +1,151 @@
+// Allreduce with TUTTI_HIERARCHICAL_ALLREDUCE=1 through the runtime, ranks as
+// threads on simulated hosts (ClusterOptions::ranks_per_host sets
+// TUTTI_CROSS_RANK and TUTTI_LOCAL_*): 2x2, 2x3, 3x2 and hosts of different
+// sizes (where the flat ring runs), every dtype x op, pre- and postscale,
+// and process sets whose members make their own placement. Expected values
+// are computed here (tests/support/reduce_values.h).
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/support/host_tensor.h"
+#include "tests/support/op_checks.h"
+#include "tests/support/reduce_values.h"
+#include "tests/support/thread_harness.h"
+
+namespace tutti {
+namespace test {
+namespace {
+
+constexpr int64_t kSegmentBytes = 4096;
+
+struct Hosts {
+  int size;
+  int ranks_per_host;
+  const char* name;
+};
+
+ClusterOptions onHosts(const Hosts& h) {
+  ClusterOptions o;
+  o.segment_bytes = kSegmentBytes;
+  o.ranks_per_host = h.ranks_per_host;
+  o.hierarchical_allreduce = "1";
+  return o;
+}
+
+// One allreduce of `count` elements among `members` (global ranks; this
+// rank is member `me`) in `set`, checked against the reference.
+void checkAllreduce(Runtime& rt, DataType dtype, ReduceOp op, int64_t count, int me, int members,
+                    int32_t set, const std::string& name) {
+  SCOPED_TRACE(name);
+  HostTensor input(dtype, {count});
+  HostTensor output(dtype, {count});
+  input.fill([&](int64_t i) { return reduceInput(dtype, op, i, me, members); });
+  output.fill([](int64_t) { return 77; });
+  OpOptions opts = named(name);
+  opts.reduce_op = op;
+  opts.process_set = set;
+  ASSERT_TRUE(IsOk(runOpStatus(
+      rt, [&](Handle* h) { return rt.allreduce(input.view(), output.view(), opts, h); })));
+  EXPECT_TRUE(elementsMatch(
+      output, [&](int64_t i) { return reduceExpected(dtype, op, i, members); },
+      reduceTolerance(dtype, op)));
+}
+
+class HierarchicalRuntimeTest : public ::testing::TestWithParam<Hosts> {};
+
+TEST_P(HierarchicalRuntimeTest, EveryDtypeAndOpIsTheReduction) {
+  const Hosts hosts = GetParam();
+  runThreadRanks(
+      hosts.size,
+      [&](Runtime& rt) {
+        int index = 0;
+        // Fewer elements than ranks per host, uneven blocks, several segments.
+        for (int64_t count : {int64_t{1}, int64_t{1009}, int64_t{3 * kSegmentBytes + 5}}) {
+          for (DataType dtype : allDataTypes()) {
+            for (int o = 0; o < kNumReduceOps; ++o) {
+              const auto op = static_cast<ReduceOp>(o);
+              if (!opAllowed(dtype, op)) continue;
+              checkAllreduce(rt, dtype, op, count, rt.rank(), rt.size(), kGlobalProcessSet,
+                             indexedName("hier", index++));
+            }
+          }
+        }
+      },
+      onHosts(hosts));
+}
+
+// q · Σ_r (p · x_r), exact halves in float32, truncation per rank in int32
+// (as the flat path: tests/cases/allreduce_test.cc).
+TEST_P(HierarchicalRuntimeTest, PrescaleAndPostscale) {
+  const Hosts hosts = GetParam();
+  runThreadRanks(
+      hosts.size,
+      [&](Runtime& rt) {
+        for (DataType dtype : {DataType::kFloat32, DataType::kInt32}) {
+          HostTensor in(dtype, {20011});
+          HostTensor out(dtype, {20011});
+          in.fill([&](int64_t i) { return baseValue(dtype, i) + rt.rank(); });
+          OpOptions opts = named(std::string("scaled_") + dataTypeName(dtype));
+          opts.prescale = 0.5;
+          opts.postscale = 3.0;
+          ASSERT_TRUE(IsOk(runOpStatus(
+              rt, [&](Handle* h) { return rt.allreduce(in.view(), out.view(), opts, h); })));
+          const bool real = dtype == DataType::kFloat32;
+          EXPECT_TRUE(elementsMatch(out, [&](int64_t i) {
+            double sum = 0;
+            for (int r = 0; r < rt.size(); ++r) {
+              const double mine = 0.5 * (baseValue(dtype, i) + r);
+              sum += real ? mine : std::trunc(mine);
+            }
+            return real ? 3.0 * sum : std::trunc(3.0 * sum);
+          })) << dataTypeName(dtype);
+        }
+      },
+      onHosts(hosts));
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, HierarchicalRuntimeTest,
+                         ::testing::Values(Hosts{4, 2, "h2x2"}, Hosts{6, 3, "h2x3"},
+                                           Hosts{6, 2, "h3x2"}, Hosts{5, 2, "uneven_2_2_1"}),
+                         [](const ::testing::TestParamInfo<Hosts>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// 3 hosts x 2 ranks: the set {0, 1, 4, 5} spans 2 hosts x 2 ranks
+// (hierarchical), the set {1, 2, 3, 5} has hosts of 1, 2 and 1 (flat ring);
+// both run at once with the world.
+TEST(HierarchicalRuntime, ProcessSetsTakeTheirMembersPlacement) {
+  runThreadRanks(
+      6,
+      [&](Runtime& rt) {
+        const std::vector<std::vector<int>> sets = {{0, 1, 4, 5}, {1, 2, 3, 5}};
+        std::vector<int32_t> ids;
+        for (const auto& ranks : sets) {
+          int32_t id = -1;
+          ASSERT_TRUE(IsOk(rt.addProcessSet(ranks, &id)));
+          ids.push_back(id);
+        }
+        for (size_t s = 0; s < sets.size(); ++s) {
+          const auto& ranks = sets[s];
+          for (size_t me = 0; me < ranks.size(); ++me) {
+            if (ranks[me] != rt.rank()) continue;
+            for (DataType dtype : {DataType::kFloat32, DataType::kInt64, DataType::kFloat16}) {
+              checkAllreduce(rt, dtype, ReduceOp::kSum, 30011, static_cast<int>(me), 4, ids[s],
+                             "set" + std::to_string(s) + dataTypeName(dtype));
+            }
+          }
+        }
+        checkAllreduce(rt, DataType::kFloat64, ReduceOp::kMax, 30011, rt.rank(), 6,
+                       kGlobalProcessSet, "world");
+        EXPECT_TRUE(IsOk(runOpStatus(rt, [&](Handle* h) { return rt.barrier(h); })));
+      },
+      onHosts(Hosts{6, 2, "h3x2"}));
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace tutti

@@ -1,0 +1,133 @@
+// TcpBackend's choice of the hierarchical allreduce (ops/algorithm_table.h,
+// TUTTI_HIERARCHICAL_ALLREDUCE): which algorithm ran is told by the messages
+// it posted, compared with the same call made on the algorithm directly;
+// results are checked against exact sums. Process sets take their members'
+// hosts.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ops/algorithms/allreduce_hierarchical.h"
+#include "ops/algorithms/allreduce_recursive_doubling.h"
+#include "ops/algorithms/allreduce_ring.h"
+#include "ops/host_groups.h"
+#include "ops/subset_transport.h"
+#include "ops/tcp/tcp_backend.h"
+#include "tests/support/memory_transport.h"
+
+namespace tutti {
+namespace {
+
+using testing::MemoryTransport;
+using testing::MemoryWorld;
+
+constexpr size_t kSegmentBytes = 4096;
+
+enum class Ran { kHierarchical, kRing, kRecursiveDoubling };
+
+// Messages `tr`'s rank posts for the allreduce of `count` int32 with `ran`.
+size_t postedBy(Transport& tr, MemoryTransport& world, const std::vector<int>& hosts, Ran ran,
+                size_t count) {
+  std::vector<int32_t> buf(count, 1);
+  std::vector<uint8_t> scratch;
+  HostGroups groups(tr, hosts);
+  const size_t before = world.postedOps();
+  Status st;
+  if (ran == Ran::kHierarchical) {
+    st = allreduceHierarchical(groups.local(), groups.cross(), buf.data(), buf.data(), count,
+                               DataType::kInt32, ReduceOp::kSum, kSegmentBytes, &scratch);
+  } else if (ran == Ran::kRing) {
+    st = allreduceRing(tr, buf.data(), count, DataType::kInt32, ReduceOp::kSum, kSegmentBytes,
+                       &scratch);
+  } else {
+    st = allreduceRecursiveDoubling(tr, buf.data(), buf.data(), count, DataType::kInt32,
+                                    ReduceOp::kSum, &scratch);
+  }
+  EXPECT_TRUE(st.isOk()) << st.toString();
+  return world.postedOps() - before;
+}
+
+// Runs the backend's allreduce on `tr`; checks the sum; returns the messages posted.
+size_t postedByBackend(Transport& tr, MemoryTransport& world, const TcpHierarchy& hierarchy,
+                       size_t count) {
+  TcpBackend backend(tr, kSegmentBytes, {}, hierarchy);
+  std::vector<int32_t> buf(count);
+  for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(i % 1000) + tr.rank();
+  const size_t before = world.postedOps();
+  EXPECT_TRUE(backend.allreduce(buf.data(), count, DataType::kInt32, ReduceOp::kSum).isOk());
+  const int n = tr.size();
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT_EQ(buf[i], static_cast<int32_t>(n * (i % 1000) + n * (n - 1) / 2)) << "element " << i;
+    if (buf[i] != static_cast<int32_t>(n * (i % 1000) + n * (n - 1) / 2)) break;
+  }
+  return world.postedOps() - before;
+}
+
+struct Case {
+  const char* mode;  // TUTTI_HIERARCHICAL_ALLREDUCE
+  std::vector<int> hosts;
+  size_t count;  // int32 elements
+  Ran expected;
+};
+
+TEST(HierarchicalChoice, TheSettingAndThePlacementDecide) {
+  const std::vector<int> h2x2 = {0, 0, 1, 1};
+  const size_t large = 100000;  // 400 kB: above recursive doubling's default range
+  const Case cases[] = {
+      {"auto", h2x2, large, Ran::kHierarchical}, {"auto", h2x2, 1000, Ran::kRecursiveDoubling},
+      {"1", h2x2, 1000, Ran::kHierarchical},     {"0", h2x2, large, Ran::kRing},
+      {"auto", {0, 0, 0, 0}, large, Ran::kRing},  // one host
+      {"1", {0, 1, 2, 3}, large, Ran::kRing},     // one rank per host
+      {"1", {0, 0, 0, 1}, large, Ran::kRing},     // hosts of different sizes
+  };
+  for (const Case& c : cases) {
+    MemoryWorld world(4);
+    world.run([&](MemoryTransport& tr) {
+      const size_t expected = postedBy(tr, tr, c.hosts, c.expected, c.count);
+      const size_t got = postedByBackend(tr, tr, TcpHierarchy{c.mode, c.hosts}, c.count);
+      EXPECT_EQ(got, expected) << "mode " << c.mode << " count " << c.count << " hosts "
+                               << ::testing::PrintToString(c.hosts);
+    });
+  }
+}
+
+// The algorithms' message counts differ, so the comparison above can tell them apart.
+TEST(HierarchicalChoice, TheAlgorithmsPostDifferentMessages) {
+  MemoryWorld world(4);
+  world.run([&](MemoryTransport& tr) {
+    const std::vector<int> h2x2 = {0, 0, 1, 1};
+    const size_t hier = postedBy(tr, tr, h2x2, Ran::kHierarchical, 100000);
+    EXPECT_NE(hier, postedBy(tr, tr, h2x2, Ran::kRing, 100000));
+    EXPECT_NE(postedBy(tr, tr, h2x2, Ran::kHierarchical, 1000),
+              postedBy(tr, tr, h2x2, Ran::kRecursiveDoubling, 1000));
+  });
+}
+
+// A process set's placement is its members': world 3 hosts x 2 ranks; the
+// set {0, 1, 4, 5} is 2 hosts x 2, the set {1, 2, 3, 5} has hosts of 1, 2
+// and 1 ranks (flat ring).
+TEST(HierarchicalChoice, ProcessSetsUseTheirMembersPlacement) {
+  const std::vector<int> world_hosts = {0, 0, 1, 1, 2, 2};
+  struct SetCase {
+    std::vector<int> ranks;
+    Ran expected;
+  };
+  const SetCase sets[] = {{{0, 1, 4, 5}, Ran::kHierarchical}, {{1, 2, 3, 5}, Ran::kRing}};
+  for (const SetCase& s : sets) {
+    MemoryWorld world(6);
+    world.run([&](MemoryTransport& tr) {
+      if (std::find(s.ranks.begin(), s.ranks.end(), tr.rank()) == s.ranks.end()) return;
+      SubsetTransport set(tr, s.ranks);
+      const std::vector<int> hosts = hostIdsOf(world_hosts, s.ranks);
+      const size_t expected = postedBy(set, tr, hosts, s.expected, 100000);
+      EXPECT_EQ(postedByBackend(set, tr, TcpHierarchy{"auto", hosts}, 100000), expected)
+          << "set " << ::testing::PrintToString(s.ranks);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace tutti

@@ -1,0 +1,165 @@
+// Hierarchical allreduce (ops/algorithms/allreduce_hierarchical.h) over the
+// in-memory transport, with hosts simulated by host-id lists: 2x2, 2x3, 3x2
+// and hosts whose ranks are not contiguous; every dtype x op against exact
+// references computed here and against the flat ring byte for byte; random
+// floats within rounding of the ring (min/max bit for bit); the backend's
+// choice (auto, 1, 0, hosts of different sizes, process sets).
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/algorithms/allreduce_hierarchical.h"
+#include "ops/algorithms/allreduce_recursive_doubling.h"
+#include "ops/algorithms/allreduce_ring.h"
+#include "ops/host_groups.h"
+#include "ops/subset_transport.h"
+#include "ops/tcp/tcp_backend.h"
+#include "tests/ops/test_values.h"
+#include "tests/support/memory_transport.h"
+
+namespace tutti {
+namespace {
+
+using testing::MemoryTransport;
+using testing::MemoryWorld;
+
+constexpr size_t kSegmentBytes = 64;
+
+struct Placement {
+  const char* name;
+  std::vector<int> hosts;  // host id of each rank
+};
+
+const Placement kPlacements[] = {
+    {"h2x2", {0, 0, 1, 1}},
+    {"h2x3", {0, 0, 0, 1, 1, 1}},
+    {"h3x2", {0, 0, 1, 1, 2, 2}},
+    {"h2x2_interleaved", {5, 2, 5, 2}},
+    {"h3x2_scattered", {2, 0, 1, 0, 2, 1}},
+};
+
+// Counts below the local size (empty blocks), around a segment, uneven.
+std::vector<size_t> counts(DataType t, int n) {
+  const size_t seg = kSegmentBytes / dataTypeSize(t);
+  return {0, 1, 2, 5, seg - 1, seg + 1, n * seg + 3, 1009};
+}
+
+std::vector<uint8_t> inputs(DataType t, ReduceOp op, int rank, size_t count) {
+  std::vector<uint8_t> buf(count * dataTypeSize(t) + 1, 0xcd);
+  for (size_t i = 0; i < count; ++i) {
+    testing::setValue(buf.data(), t, i, testing::inputValue(t, op, rank, i));
+  }
+  return buf;
+}
+
+class HierarchicalAllreduceTest : public ::testing::TestWithParam<std::tuple<Placement, DataType>> {
+};
+
+TEST_P(HierarchicalAllreduceTest, EqualsTheReferenceAndTheFlatRing) {
+  const std::vector<int>& hosts = std::get<0>(GetParam()).hosts;
+  const DataType t = std::get<1>(GetParam());
+  const int n = static_cast<int>(hosts.size());
+  MemoryWorld world(n);
+  world.run([&](MemoryTransport& tr) {
+    HostGroups groups(tr, hosts);
+    ASSERT_TRUE(groups.hierarchical());
+    std::vector<uint8_t> scratch;
+    for (ReduceOp op : testing::allReduceOps()) {
+      for (size_t count : counts(t, n)) {
+        const std::string what = std::string(dataTypeName(t)) + " " + reduceOpName(op) + " count " +
+                                 std::to_string(count) + " rank " + std::to_string(tr.rank());
+        std::vector<uint8_t> in_place = inputs(t, op, tr.rank(), count);
+        const std::vector<uint8_t> in = in_place;
+        std::vector<uint8_t> out(in.size(), 0xcd), flat = in;
+        ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), in_place.data(),
+                                          in_place.data(), count, t, op, kSegmentBytes, &scratch)
+                        .isOk())
+            << what;
+        ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), in.data(), out.data(),
+                                          count, t, op, kSegmentBytes, &scratch)
+                        .isOk())
+            << what;
+        ASSERT_TRUE(allreduceRing(tr, flat.data(), count, t, op, kSegmentBytes, &scratch).isOk());
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(testing::getValue(out.data(), t, i), testing::expectedValue(t, op, n, i))
+              << what << " element " << i;
+        }
+        ASSERT_EQ(out, flat) << what;
+        ASSERT_EQ(in_place, flat) << what << " (in place)";
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, HierarchicalAllreduceTest,
+                         ::testing::Combine(::testing::ValuesIn(kPlacements),
+                                            ::testing::ValuesIn(testing::allDataTypes())),
+                         [](const ::testing::TestParamInfo<std::tuple<Placement, DataType>>& info) {
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  dataTypeName(std::get<1>(info.param));
+                         });
+
+// Random floats: the sum is taken in another order than the ring's, so it
+// agrees within rounding; min and max agree bit for bit.
+TEST(HierarchicalAllreduce, RandomFloatsAgreeWithTheRing) {
+  const std::vector<int> hosts = {0, 0, 0, 1, 1, 1};
+  const size_t count = 4099;
+  MemoryWorld world(6);
+  world.run([&](MemoryTransport& tr) {
+    HostGroups groups(tr, hosts);
+    std::mt19937 gen(static_cast<unsigned>(17 + tr.rank()));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<uint8_t> scratch;
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax}) {
+      std::vector<float> a(count);
+      for (float& v : a) v = dist(gen);
+      std::vector<float> b = a;
+      ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), a.data(), a.data(), count,
+                                        DataType::kFloat32, op, 256, &scratch)
+                      .isOk());
+      ASSERT_TRUE(allreduceRing(tr, b.data(), count, DataType::kFloat32, op, 256, &scratch).isOk());
+      for (size_t i = 0; i < count; ++i) {
+        if (op == ReduceOp::kSum) {
+          ASSERT_NEAR(a[i], b[i], 1e-5f) << "element " << i;
+        } else {
+          ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "element " << i;
+        }
+      }
+    }
+  });
+}
+
+TEST(HostLayout, GroupsRanksByHost) {
+  const HostLayout scattered = hostLayout({5, 2, 5, 2}, 2);
+  EXPECT_EQ(scattered.local_size, 2);
+  EXPECT_EQ(scattered.cross_size, 2);
+  EXPECT_EQ(scattered.local_ranks, (std::vector<int>{0, 2}));
+  // Local index 1 on host 2 (ranks 1, 3) and host 5 (ranks 0, 2), by host id.
+  EXPECT_EQ(scattered.cross_ranks, (std::vector<int>{3, 2}));
+  const HostLayout uneven = hostLayout({0, 0, 0, 1}, 3);
+  EXPECT_EQ(uneven.local_size, 0);
+  EXPECT_EQ(uneven.cross_size, 2);
+  EXPECT_TRUE(uneven.cross_ranks.empty());
+  const HostLayout one = hostLayout({4, 4, 4}, 1);
+  EXPECT_EQ(one.local_size, 3);
+  EXPECT_EQ(one.cross_size, 1);
+  EXPECT_EQ(hostIdsOf({0, 0, 1, 1, 2, 2}, {1, 2, 5}), (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(hostIdsOf({}, {0, 1}).empty());
+}
+
+TEST(HostLayout, ExchangeGivesEveryRankTheSameList) {
+  MemoryWorld world(5);
+  world.run([&](MemoryTransport& tr) {
+    std::vector<int> ids;
+    ASSERT_TRUE(exchangeHostIds(tr, 10 + tr.rank() / 2, &ids).isOk());
+    EXPECT_EQ(ids, (std::vector<int>{10, 10, 11, 11, 12}));
+  });
+}
+
+}  // namespace
+}  // namespace tutti
