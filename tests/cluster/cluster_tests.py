@@ -139,7 +139,7 @@ def case_hierarchical_2x2(c):
     bench(c, ["h1", "h2"], 2, ["-b", "64K", "-e", "4M", "-f", "8", "-d", "int32", "-o", "max"],
           env=env)
     rc, out = run_job(c, ["h1", "h2", "h3", "h4"], 2,
-                      [ARGS.bench, "--op", "allreduce", "-c", "1", "-n", "2", "-w", "1", "-b", "4",
+                      [ARGS.bench, "--op", "all", "-c", "1", "-n", "2", "-w", "1", "-b", "4",
                        "-e", "4M", "-f", "32", "--process-set", "0,1,4,5"], env=env)
     problems, rows = problems_of(rc, out)
     check(not problems, "tutti-bench --process-set 0,1,4,5: " + "; ".join(problems))

@@ -56,8 +56,10 @@ TEST(AlgorithmOverrides, ParsesRangesWithSuffixes) {
 TEST(AlgorithmOverrides, ErrorsNameTheEntryAndWhatIsAccepted) {
   std::string e = errorOf("allreduce:0-4k:ring,allreduce:0-4k:tree");
   EXPECT_NE(e.find("'allreduce:0-4k:tree'"), std::string::npos) << e;
-  EXPECT_NE(e.find("unknown allreduce algorithm 'tree'; accepted: recursive_doubling, hierarchical, ring"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "unknown allreduce algorithm 'tree'; accepted: recursive_doubling, hierarchical, ring"),
+      std::string::npos)
       << e;
   e = errorOf("allreduse:0-4k:ring");
   EXPECT_NE(e.find("unknown collective 'allreduse'"), std::string::npos) << e;

@@ -484,7 +484,8 @@ TEST(TcpConnectBackend, BadAlgorithmsSettingFailsBeforeConnecting) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.toString();
   EXPECT_NE(st.message().find("TUTTI_ALGORITHMS entry 'allreduce:0-4k:tree'"), std::string::npos)
       << st.message();
-  EXPECT_NE(st.message().find("accepted: recursive_doubling, hierarchical, ring"), std::string::npos)
+  EXPECT_NE(st.message().find("accepted: recursive_doubling, hierarchical, ring"),
+            std::string::npos)
       << st.message();
 }
 
