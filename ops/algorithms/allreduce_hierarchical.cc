@@ -1,27 +1,113 @@
 #include "ops/algorithms/allreduce_hierarchical.h"
 
 #include "ops/algorithms/allgather_ring.h"
-#include "ops/algorithms/allreduce_ring.h"
 #include "ops/algorithms/reducescatter_ring.h"
 #include "ops/algorithms/ring.h"
+#include "ops/reduce.h"
 
 namespace tutti {
+namespace {
+
+constexpr size_t kDefaultChunkBytes = 4u << 20;
+
+Status waitAll(Transport& t, std::vector<Transport::OpId>* ids) {
+  for (Transport::OpId id : *ids) TUTTI_RETURN_IF_ERROR(t.wait(id));
+  ids->clear();
+  return Status::ok();
+}
+
+// One chunk's exchange across hosts: this rank's block of the chunk (`shard`,
+// `count` elements) is cut into one sub-block per cross rank; cross rank j
+// reduces sub-block j (reduce-scatter), then every rank sends its reduced
+// sub-block to all others (allgather). Every message is posted at once, so
+// the exchange moves while this rank works on the next chunk within its host.
+struct CrossChunk {
+  uint8_t* shard = nullptr;
+  ring::Blocks sub;
+  std::vector<Transport::OpId> ops;
+  std::vector<uint8_t> staging;  // the others' contributions to this rank's sub-block
+};
+
+struct Cross {
+  Transport& t;
+  size_t esize;
+  DataType dtype;
+  ReduceOp op;
+
+  uint8_t* at(const CrossChunk& c, int j) const { return c.shard + c.sub.offset[j] * esize; }
+
+  void postReduceScatter(CrossChunk& c, uint8_t* shard, size_t count) const {
+    const int n = t.size(), me = t.rank();
+    c.shard = shard;
+    c.sub = ring::evenBlocks(count, n);
+    const size_t mine = c.sub.size[me] * esize;
+    if (c.staging.size() < mine * n) c.staging.resize(mine * n);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      if (c.sub.size[p] > 0) c.ops.push_back(t.postSend(p, at(c, p), c.sub.size[p] * esize));
+      if (mine > 0) c.ops.push_back(t.postRecv(p, c.staging.data() + p * mine, mine));
+    }
+  }
+
+  // Reduces the arrived contributions in cross-rank order, then posts the allgather.
+  Status reduceAndPostAllgather(CrossChunk& c) const {
+    TUTTI_RETURN_IF_ERROR(waitAll(t, &c.ops));
+    const int n = t.size(), me = t.rank();
+    const size_t mine = c.sub.size[me];
+    for (int p = 0; p < n; ++p) {
+      if (p != me && mine > 0) {
+        reduceInto(at(c, me), c.staging.data() + p * mine * esize, mine, dtype, op);
+      }
+    }
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      if (mine > 0) c.ops.push_back(t.postSend(p, at(c, me), mine * esize));
+      if (c.sub.size[p] > 0) c.ops.push_back(t.postRecv(p, at(c, p), c.sub.size[p] * esize));
+    }
+    return Status::ok();
+  }
+};
+
+}  // namespace
 
 Status allreduceHierarchical(Transport& local, Transport& cross, const void* in, void* out,
                              size_t count, DataType dtype, ReduceOp op, size_t segment_bytes,
-                             std::vector<uint8_t>* scratch) {
+                             std::vector<uint8_t>* scratch, size_t chunk_bytes) {
   if (count == 0) return Status::ok();
   const size_t esize = dataTypeSize(dtype);
-  const ring::Blocks blocks = ring::evenBlocks(count, local.size());
-  auto* bytes = static_cast<uint8_t*>(out);
-  uint8_t* own = bytes + blocks.offset[local.rank()] * esize;
-  TUTTI_RETURN_IF_ERROR(
-      ringReduceScatterBlocks(local, in, out, own, blocks, dtype, op, segment_bytes, scratch));
-  // Every rank at this local index holds a block of the same size (possibly 0).
-  TUTTI_RETURN_IF_ERROR(
-      allreduceRing(cross, own, blocks.size[local.rank()], dtype, op, segment_bytes, scratch));
+  if (chunk_bytes == 0) chunk_bytes = kDefaultChunkBytes;
+  const size_t per_chunk = chunk_bytes / esize > 0 ? chunk_bytes / esize : 1;
+  const int num_chunks = static_cast<int>((count + per_chunk - 1) / per_chunk);
+  const ring::Blocks chunks = ring::evenBlocks(count, num_chunks);
+  const auto* in_bytes = static_cast<const uint8_t*>(in);
+  auto* out_bytes = static_cast<uint8_t*>(out);
   const size_t seg_bytes = ring::segmentElements(segment_bytes, esize) * esize;
-  return ringAllgatherInPlace(local, out, blocks.scaled(esize), seg_bytes);
+  const Cross x{cross, esize, dtype, op};
+  CrossChunk inflight[2];
+  // Step t: chunk t within the host, then across hosts (posted); chunk t-1's
+  // reduction across hosts; chunk t-2 back within the host. Every rank runs
+  // the same steps, so every pair of ranks posts its messages in one order.
+  for (int step = 0; step < num_chunks + 2; ++step) {
+    if (step < num_chunks) {
+      const size_t off = chunks.offset[step] * esize;
+      const ring::Blocks blocks = ring::evenBlocks(chunks.size[step], local.size());
+      uint8_t* own = out_bytes + off + blocks.offset[local.rank()] * esize;
+      TUTTI_RETURN_IF_ERROR(ringReduceScatterBlocks(local, in_bytes + off, out_bytes + off, own,
+                                                    blocks, dtype, op, segment_bytes, scratch));
+      x.postReduceScatter(inflight[step % 2], own, blocks.size[local.rank()]);
+    }
+    if (step >= 1 && step <= num_chunks) {
+      TUTTI_RETURN_IF_ERROR(x.reduceAndPostAllgather(inflight[(step - 1) % 2]));
+    }
+    if (step >= 2) {
+      const int c = step - 2;
+      TUTTI_RETURN_IF_ERROR(waitAll(cross, &inflight[c % 2].ops));
+      const ring::Blocks blocks = ring::evenBlocks(chunks.size[c], local.size());
+      TUTTI_RETURN_IF_ERROR(ringAllgatherInPlace(local, out_bytes + chunks.offset[c] * esize,
+                                                 blocks.scaled(esize), seg_bytes));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace tutti

@@ -86,8 +86,9 @@ TEST_P(HierarchicalRuntimeTest, PrescaleAndPostscale) {
       hosts.size,
       [&](Runtime& rt) {
         for (DataType dtype : {DataType::kFloat32, DataType::kInt32}) {
-          HostTensor in(dtype, {20011});
-          HostTensor out(dtype, {20011});
+          // Past one 4 MiB chunk of the pipeline.
+          HostTensor in(dtype, {(1 << 20) + 7});
+          HostTensor out(dtype, {(1 << 20) + 7});
           in.fill([&](int64_t i) { return baseValue(dtype, i) + rt.rank(); });
           OpOptions opts = named(std::string("scaled_") + dataTypeName(dtype));
           opts.prescale = 0.5;

@@ -1,7 +1,8 @@
 // Hierarchical allreduce (ops/algorithms/allreduce_hierarchical.h) over the
 // in-memory transport, with hosts simulated by host-id lists: 2x2, 2x3, 3x2
 // and hosts whose ranks are not contiguous; every dtype x op against exact
-// references computed here and against the flat ring byte for byte; random
+// references computed here and against the flat ring byte for byte, in one
+// chunk and pipelined in many; random
 // floats within rounding of the ring (min/max bit for bit); the backend's
 // choice (auto, 1, 0, hosts of different sizes, process sets).
 
@@ -84,7 +85,16 @@ TEST_P(HierarchicalAllreduceTest, EqualsTheReferenceAndTheFlatRing) {
                                           count, t, op, kSegmentBytes, &scratch)
                         .isOk())
             << what;
+        // Pipelined: chunks of 61 elements, or of 2 (fewer than the ranks
+        // per host) for small counts.
+        const size_t chunk = (count < 16 ? 2 : 61) * dataTypeSize(t);
+        std::vector<uint8_t> chunked(in.size(), 0xcd);
+        ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), in.data(), chunked.data(),
+                                          count, t, op, kSegmentBytes, &scratch, chunk)
+                        .isOk())
+            << what;
         ASSERT_TRUE(allreduceRing(tr, flat.data(), count, t, op, kSegmentBytes, &scratch).isOk());
+        ASSERT_EQ(chunked, flat) << what << " (chunks of " << chunk << " bytes)";
         for (size_t i = 0; i < count; ++i) {
           ASSERT_EQ(testing::getValue(out.data(), t, i), testing::expectedValue(t, op, n, i))
               << what << " element " << i;
@@ -120,7 +130,7 @@ TEST(HierarchicalAllreduce, RandomFloatsAgreeWithTheRing) {
       for (float& v : a) v = dist(gen);
       std::vector<float> b = a;
       ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), a.data(), a.data(), count,
-                                        DataType::kFloat32, op, 256, &scratch)
+                                        DataType::kFloat32, op, 256, &scratch, 1000)
                       .isOk());
       ASSERT_TRUE(allreduceRing(tr, b.data(), count, DataType::kFloat32, op, 256, &scratch).isOk());
       for (size_t i = 0; i < count; ++i) {
