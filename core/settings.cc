@@ -102,6 +102,12 @@ std::vector<SettingSpec> runtimeSpecs(const Settings& d) {
        "table chooses it above its recursive-doubling range when there are several hosts with "
        "the same number (> 1) of ranks each; 1 = for every size where the placement allows it; "
        "0 = never; the same on every rank"},
+      {"TUTTI_HIERARCHICAL_ALLGATHER", SettingType::kChoice, text(d.hierarchical_allgather), 0, 0,
+       "auto,1,0",
+       "tcp backend: hierarchical allgather (allgather across hosts of each local index's "
+       "blocks, then within each host): auto = above 64 KiB of output where the placement "
+       "allows it (as TUTTI_HIERARCHICAL_ALLREDUCE); 1 = every size where it allows it; "
+       "0 = never; the same on every rank"},
       {"TUTTI_SHM", SettingType::kChoice, text(d.shm), 0, 0, "auto,off",
        "shared memory between ranks on the same host: auto = data between two ranks of one host "
        "goes through a shared-memory ring instead of loopback TCP; off = always TCP"},
@@ -359,6 +365,7 @@ Status readKnobs(const EnvReader& r, Settings* s) {
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_SEGMENT_BYTES", &s->segment_bytes));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_ALGORITHMS", &s->algorithms));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_HIERARCHICAL_ALLREDUCE", &s->hierarchical_allreduce));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_HIERARCHICAL_ALLGATHER", &s->hierarchical_allgather));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_SHM", &s->shm));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_TIMELINE", &s->timeline));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_TIMELINE_MARK_CYCLES", &s->timeline_mark_cycles));

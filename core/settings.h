@@ -75,6 +75,9 @@ struct Settings {
   // allreduce_hierarchical.h): "auto" (the algorithm table decides), "1"
   // (whenever the placement allows), "0" (never).
   std::string hierarchical_allreduce = "auto";
+  // TUTTI_HIERARCHICAL_ALLGATHER: the same for allgather
+  // (ops/algorithms/allgather_hierarchical.h).
+  std::string hierarchical_allgather = "auto";
   std::string shm = "auto";  // TUTTI_SHM: "auto" (same-host peers via shared memory) or "off"
   std::string timeline;      // TUTTI_TIMELINE: base path ("" = off), see coordinator/timeline.h
   bool timeline_mark_cycles = false;

@@ -213,6 +213,7 @@ struct ParsedFlags {
   std::map<std::string, std::string> setting_values;  // settings flag -> its value
   bool timeline_mark_cycles = false;
   bool hierarchical_allreduce = false;
+  bool hierarchical_allgather = false;
 };
 
 void addJobOptions(CLI::App& app, ParsedFlags& f) {
@@ -325,6 +326,10 @@ void addOutputAndInfoOptions(CLI::App& app, ParsedFlags& f) {
                "allreduce within each host, then across hosts, for every size where the "
                "placement allows it (as horovodrun's flag) [TUTTI_HIERARCHICAL_ALLREDUCE=1]")
       ->group(runtime);
+  app.add_flag("--hierarchical-allgather", f.hierarchical_allgather,
+               "allgather across hosts, then within each host, for every size where the "
+               "placement allows it (as horovodrun's flag) [TUTTI_HIERARCHICAL_ALLGATHER=1]")
+      ->group(runtime);
   const std::string info = "Information";
   app.set_help_flag("-h,--help", "print this help and exit")->group(info);
   app.add_flag("--version", f.version, "print the version and exit")->group(info);
@@ -395,6 +400,7 @@ std::string collectSettings(const CLI::App& app, ParsedFlags& f) {
   }
   if (f.timeline_mark_cycles) f.o.settings.emplace_back("TUTTI_TIMELINE_MARK_CYCLES", "1");
   if (f.hierarchical_allreduce) f.o.settings.emplace_back("TUTTI_HIERARCHICAL_ALLREDUCE", "1");
+  if (f.hierarchical_allgather) f.o.settings.emplace_back("TUTTI_HIERARCHICAL_ALLGATHER", "1");
   return "";
 }
 

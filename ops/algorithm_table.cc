@@ -24,7 +24,10 @@ const char* recursiveDoublingDeclines(const AlgorithmCase& c) {
 }
 
 const char* hierarchicalDeclines(const AlgorithmCase& c) {
-  if (!c.hierarchical_allowed) return "turned off (TUTTI_HIERARCHICAL_ALLREDUCE=0)";
+  if (!c.hierarchical_allowed) {
+    return c.collective == "allgather" ? "turned off (TUTTI_HIERARCHICAL_ALLGATHER=0)"
+                                       : "turned off (TUTTI_HIERARCHICAL_ALLREDUCE=0)";
+  }
   if (c.cross_size < 2) return "all ranks are on one host";
   if (c.local_size == 0) return "hosts hold different numbers of ranks";
   if (c.local_size < 2) return "one rank per host";
@@ -153,6 +156,10 @@ const std::vector<AlgorithmEntry>& algorithmTable() {
        "binomial tree, ceil(log2 n) rounds of whole-buffer messages"},
       {"broadcast", "chain", AlgorithmId::kBroadcastChain, 0, kNoByteLimit, "tcp", fitsAll,
        "pipelined chain from the root"},
+      {"allgather", "hierarchical", AlgorithmId::kAllgatherHierarchical, 64 * kKiB + 1,
+       kNoByteLimit, "tcp", hierarchicalDeclines,
+       "ring allgather across hosts of each local index's blocks, then within each host "
+       "(several ranks on each of several hosts, as many on each)"},
       {"allgather", "ring", AlgorithmId::kAllgatherRing, 0, kNoByteLimit, "tcp", fitsAll,
        "pipelined ring, uneven blocks"},
       {"alltoall", "pairwise", AlgorithmId::kAlltoallPairwise, 0, kNoByteLimit, "tcp", fitsAll,

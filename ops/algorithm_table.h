@@ -38,6 +38,7 @@ enum class AlgorithmId {
   kBroadcastBinomial,
   kBroadcastChain,
   kAllgatherRing,
+  kAllgatherHierarchical,
   kAlltoallPairwise,
   kReducescatterRing,
   kBarrierDissemination,
@@ -54,7 +55,8 @@ struct AlgorithmCase {
   // every rank, so the choice is too.
   int local_size = 1;
   int cross_size = 1;
-  bool hierarchical_allowed = true;  // false: TUTTI_HIERARCHICAL_ALLREDUCE=0
+  // false: TUTTI_HIERARCHICAL_ALLREDUCE=0 (allreduce), _ALLGATHER=0 (allgather)
+  bool hierarchical_allowed = true;
 };
 
 struct AlgorithmEntry {

@@ -182,7 +182,7 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
   }
   const size_t segment_bytes = static_cast<size_t>(settings.segment_bytes);
   // Every rank's host (TUTTI_CROSS_RANK), for hierarchical collectives.
-  TcpHierarchy hierarchy{settings.hierarchical_allreduce, {}};
+  TcpHierarchy hierarchy{settings.hierarchical_allreduce, settings.hierarchical_allgather, {}};
   TUTTI_RETURN_IF_ERROR(exchangeHostIds(*transport, settings.cross_rank, &hierarchy.host_of_rank));
   out->backend = std::make_unique<TcpBackend>(*transport, segment_bytes, overrides, hierarchy);
   Transport* world = transport.get();
@@ -191,7 +191,8 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
     *set = SetBackend{};
     if (!std::binary_search(ranks.begin(), ranks.end(), world->rank())) return Status::ok();
     set->transport = std::make_unique<SubsetTransport>(*world, ranks);
-    const TcpHierarchy members{hierarchy.allreduce, hostIdsOf(hierarchy.host_of_rank, ranks)};
+    const TcpHierarchy members{hierarchy.allreduce, hierarchy.allgather,
+                               hostIdsOf(hierarchy.host_of_rank, ranks)};
     set->backend = std::make_unique<TcpBackend>(*set->transport, segment_bytes, overrides, members);
     return Status::ok();
   };

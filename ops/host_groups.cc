@@ -27,7 +27,10 @@ HostLayout hostLayout(const std::vector<int>& host_of_rank, int rank) {
   if (out.local_size == 0) return out;
   const auto mine = std::find(out.local_ranks.begin(), out.local_ranks.end(), rank);
   const size_t local_index = static_cast<size_t>(mine - out.local_ranks.begin());
-  for (const auto& host : hosts) out.cross_ranks.push_back(host.second[local_index]);
+  for (const auto& host : hosts) {
+    out.cross_ranks.push_back(host.second[local_index]);
+    out.grid.push_back(host.second);
+  }
   return out;
 }
 

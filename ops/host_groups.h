@@ -33,6 +33,9 @@ struct HostLayout {
   // host id order (the cross ring follows the hosts); empty when local_size
   // is 0.
   std::vector<int> cross_ranks;
+  // grid[h][l]: the transport rank at local index l of host h (hosts in
+  // ascending host id order); empty when local_size is 0.
+  std::vector<std::vector<int>> grid;
 };
 
 // `host_of_rank[r]`: the host id of transport rank r (any ints; equal means

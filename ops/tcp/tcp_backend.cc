@@ -2,10 +2,12 @@
 
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "core/check.h"
 #include "core/logging.h"
+#include "ops/algorithms/allgather_hierarchical.h"
 #include "ops/algorithms/allgather_ring.h"
 #include "ops/algorithms/allreduce_adasum.h"
 #include "ops/algorithms/allreduce_hierarchical.h"
@@ -40,25 +42,32 @@ TcpBackend::TcpBackend(Transport& transport, size_t segment_bytes,
       segment_bytes_(segment_bytes),
       overrides_(std::move(overrides)),
       groups_(transport, hierarchy.host_of_rank),
-      hierarchical_allowed_(hierarchy.allreduce != "0") {
-  if (hierarchy.allreduce == "1") {
-    std::vector<AlgorithmOverride> forced;
-    TUTTI_CHECK(parseAlgorithmOverrides("allreduce:0-inf:hierarchical", &forced).isOk());
-    overrides_.push_back(forced.front());
-  }
+      hierarchical_allreduce_(hierarchy.allreduce != "0"),
+      hierarchical_allgather_(hierarchy.allgather != "0") {
   const HostLayout& layout = groups_.layout();
-  if (groups_.hierarchical() && hierarchical_allowed_) {
-    TUTTI_LOG(kInfo) << "rank " << transport.rank() << " of " << transport.size()
-                     << ": hierarchical allreduce over " << layout.cross_size << " hosts x "
-                     << layout.local_size << " ranks";
-  } else if (hierarchy.allreduce == "1" && transport.rank() == 0) {
-    // Why the forced entry declines: "hierarchical: <reason>".
-    std::string why;
-    for (const std::string& d : select("allreduce", kNoByteLimit).declined) {
-      if (why.empty() && d.rfind("hierarchical: ", 0) == 0) why = d.substr(14);
+  const std::pair<const char*, const std::string*> modes[] = {{"allreduce", &hierarchy.allreduce},
+                                                              {"allgather", &hierarchy.allgather}};
+  for (const auto& [collective, mode] : modes) {
+    if (*mode == "1") {
+      std::vector<AlgorithmOverride> forced;
+      TUTTI_CHECK(
+          parseAlgorithmOverrides(std::string(collective) + ":0-inf:hierarchical", &forced).isOk());
+      overrides_.push_back(forced.front());
     }
-    TUTTI_LOG(kWarning) << "TUTTI_HIERARCHICAL_ALLREDUCE=1, but " << why
-                        << ": allreduce uses the flat algorithms";
+    if (groups_.hierarchical() && *mode != "0") {
+      TUTTI_LOG(kInfo) << "rank " << transport.rank() << " of " << transport.size()
+                       << ": hierarchical " << collective << " over " << layout.cross_size
+                       << " hosts x " << layout.local_size << " ranks";
+    } else if (*mode == "1" && transport.rank() == 0) {
+      // Why the forced entry declines: "hierarchical: <reason>".
+      std::string why;
+      for (const std::string& d : select(collective, kNoByteLimit).declined) {
+        if (why.empty() && d.rfind("hierarchical: ", 0) == 0) why = d.substr(14);
+      }
+      TUTTI_LOG(kWarning) << "TUTTI_HIERARCHICAL_"
+                          << (std::string(collective) == "allreduce" ? "ALLREDUCE" : "ALLGATHER")
+                          << "=1, but " << why << ": " << collective << " uses the flat algorithms";
+    }
   }
 }
 
@@ -66,7 +75,8 @@ AlgorithmChoice TcpBackend::select(const char* collective, uint64_t bytes) const
   AlgorithmCase c{collective, bytes, kTransportName};
   c.local_size = groups_.layout().local_size;
   c.cross_size = groups_.layout().cross_size;
-  c.hierarchical_allowed = hierarchical_allowed_;
+  c.hierarchical_allowed = std::string_view(collective) == "allgather" ? hierarchical_allgather_
+                                                                       : hierarchical_allreduce_;
   return selectAlgorithm(algorithmTable(), overrides_, c);
 }
 
@@ -114,6 +124,12 @@ Status TcpBackend::adasumAllreduce(void* buf, const std::vector<size_t>& counts,
 Status TcpBackend::allgatherv(const void* input, void* output,
                               const std::vector<size_t>& bytes_per_rank) {
   TUTTI_RETURN_IF_ERROR(checkPerRank("allgatherv bytes_per_rank", bytes_per_rank, size()));
+  size_t total = 0;
+  for (size_t b : bytes_per_rank) total += b;
+  if (choose("allgather", total) == AlgorithmId::kAllgatherHierarchical) {
+    return allgatherHierarchical(groups_.local(), groups_.cross(), groups_.layout(), input, output,
+                                 bytes_per_rank, segment_bytes_, &work_);
+  }
   return allgatherRing(transport_, input, output, bytes_per_rank, segment_bytes_);
 }
 

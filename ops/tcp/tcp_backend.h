@@ -23,6 +23,7 @@ namespace tutti {
 // What hierarchical collectives need; the same on every rank.
 struct TcpHierarchy {
   std::string allreduce = "auto";  // TUTTI_HIERARCHICAL_ALLREDUCE: auto, 1 or 0
+  std::string allgather = "auto";  // TUTTI_HIERARCHICAL_ALLGATHER: auto, 1 or 0
   std::vector<int> host_of_rank;   // host id of each transport rank; empty: one host
 };
 
@@ -30,8 +31,8 @@ class TcpBackend : public Backend {
  public:
   // `transport` must outlive the backend. `overrides`: parsed
   // TUTTI_ALGORITHMS (parseAlgorithmOverrides); the same on every rank.
-  // hierarchy.allreduce "1" puts the hierarchical allreduce after the
-  // overrides for every size, "0" declines it.
+  // hierarchy.allreduce (.allgather) "1" puts the hierarchical allreduce
+  // (allgather) after the overrides for every size, "0" declines it.
   TcpBackend(Transport& transport, size_t segment_bytes,
              std::vector<AlgorithmOverride> overrides = {}, const TcpHierarchy& hierarchy = {});
   const char* name() const override { return "tcp"; }
@@ -64,7 +65,8 @@ class TcpBackend : public Backend {
   size_t segment_bytes_;
   std::vector<AlgorithmOverride> overrides_;
   HostGroups groups_;
-  bool hierarchical_allowed_ = true;
+  bool hierarchical_allreduce_ = true;
+  bool hierarchical_allgather_ = true;
   // Reused between calls so steady-state collectives do not allocate:
   // two received segments (allreduce; half the buffer for Adasum) and a
   // partial-sums buffer (reducescatter).

@@ -2,8 +2,8 @@
 // threads on simulated hosts (ClusterOptions::ranks_per_host sets
 // TUTTI_CROSS_RANK and TUTTI_LOCAL_*): 2x2, 2x3, 3x2 and hosts of different
 // sizes (where the flat ring runs), every dtype x op, pre- and postscale,
-// and process sets whose members make their own placement. Expected values
-// are computed here (tests/support/reduce_values.h).
+// allgather (TUTTI_HIERARCHICAL_ALLGATHER=1), and process sets whose members make their own
+// placement. Expected values are computed here (tests/support/reduce_values.h).
 
 #include <gtest/gtest.h>
 
@@ -33,6 +33,7 @@ ClusterOptions onHosts(const Hosts& h) {
   o.segment_bytes = kSegmentBytes;
   o.ranks_per_host = h.ranks_per_host;
   o.hierarchical_allreduce = "1";
+  o.hierarchical_allgather = "1";
   return o;
 }
 
@@ -105,6 +106,30 @@ TEST_P(HierarchicalRuntimeTest, PrescaleAndPostscale) {
             return real ? 3.0 * sum : std::trunc(3.0 * sum);
           })) << dataTypeName(dtype);
         }
+      },
+      onHosts(hosts));
+}
+
+// Allgather with TUTTI_HIERARCHICAL_ALLGATHER=1: rank r contributes
+// 300 (r + 1) rows, none when r % 3 == 1; every element names its rank and row.
+TEST_P(HierarchicalRuntimeTest, AllgatherInRankOrder) {
+  const Hosts hosts = GetParam();
+  auto rows = [](int r) { return r % 3 == 1 ? int64_t{0} : int64_t{300} * (r + 1); };
+  runThreadRanks(
+      hosts.size,
+      [&](Runtime& rt) {
+        HostTensor in(DataType::kInt32, {rows(rt.rank()), 3});
+        in.fill([&](int64_t i) { return rt.rank() * 100000 + i; });
+        OpResult result =
+            runOp(rt, [&](Handle* h) { return rt.allgather(in.view(), named("hier_ag"), h); });
+        ASSERT_TRUE(IsOk(result.status));
+        ASSERT_TRUE(result.has_output);
+        std::vector<double> expected;
+        for (int r = 0; r < rt.size(); ++r) {
+          for (int64_t i = 0; i < rows(r) * 3; ++i) expected.push_back(r * 100000.0 + i);
+        }
+        ASSERT_EQ(numElements(result.output.shape), static_cast<int64_t>(expected.size()));
+        EXPECT_TRUE(elementsMatch(result.output, [&](int64_t i) { return expected[i]; }));
       },
       onHosts(hosts));
 }

@@ -13,8 +13,8 @@ tuttirun's --rsh-agent 'ip netns exec {host}'):
           python_4x1      the same at 4 hosts x 1 rank (no shared memory at all)
           bench_4x1       tutti-bench --op all --check 1, the world and a process set
           torch_dist_2x2  dist.all_reduce/all_gather/broadcast on init_process_group("tutti")
-          hierarchical_2x2  TUTTI_HIERARCHICAL_ALLREDUCE=1: every rank says it runs the
-                          hierarchical allreduce over 2 hosts x 2 ranks; tutti-bench
+          hierarchical_2x2  TUTTI_HIERARCHICAL_ALLREDUCE=1 and _ALLGATHER=1: every rank
+                          says it runs both over 2 hosts x 2 ranks; tutti-bench
                           --check exact for every collective, 1 B to 8 MiB, sum and max;
                           at 4x2 a process set of h1 and h3's ranks (2 hosts x 2)
   faults  loss_2x2        1 % of every host's packets dropped: tutti-bench --check
@@ -127,13 +127,17 @@ def case_torch_dist_2x2(c):
 
 
 def case_hierarchical_2x2(c):
-    env = {"TUTTI_HIERARCHICAL_ALLREDUCE": "1", "TUTTI_LOG_LEVEL": "info"}
+    env = {"TUTTI_HIERARCHICAL_ALLREDUCE": "1", "TUTTI_HIERARCHICAL_ALLGATHER": "1",
+           "TUTTI_LOG_LEVEL": "info"}
     rc, out = run_job(c, ["h1", "h2"], 2, [ARGS.bench, "--op", "all", "-c", "1", "-n", "2", "-w",
                                            "1", "-b", "1", "-e", "8M", "-f", "16"], env=env)
     problems, rows = problems_of(rc, out)
     check(not problems, "tutti-bench: " + "; ".join(problems))
     said = set(re.findall(r"rank (\d) of 4: hierarchical allreduce over 2 hosts x 2 ranks", out))
     check(said == {"0", "1", "2", "3"}, "ranks that run the hierarchical allreduce: %s" %
+          sorted(said))
+    said = set(re.findall(r"rank (\d) of 4: hierarchical allgather over 2 hosts x 2 ranks", out))
+    check(said == {"0", "1", "2", "3"}, "ranks that run the hierarchical allgather: %s" %
           sorted(said))
     print("ok: hierarchical allreduce at 2x2, %d rows, every #wrong is 0" % rows, flush=True)
     bench(c, ["h1", "h2"], 2, ["-b", "64K", "-e", "4M", "-f", "8", "-d", "int32", "-o", "max"],

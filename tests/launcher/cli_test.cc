@@ -130,8 +130,11 @@ TEST(CommandLine, TimelineFlags) {
 
 TEST(CommandLine, HierarchicalAllreduceFlag) {
   LaunchOptions o;
-  ASSERT_TRUE(parse({"-np", "4", "--hierarchical-allreduce", "./a.out"}, &o).run);
+  ASSERT_TRUE(
+      parse({"-np", "4", "--hierarchical-allreduce", "--hierarchical-allgather", "./a.out"}, &o)
+          .run);
   EXPECT_EQ(settingOf(o, "TUTTI_HIERARCHICAL_ALLREDUCE"), "1");
+  EXPECT_EQ(settingOf(o, "TUTTI_HIERARCHICAL_ALLGATHER"), "1");
   LaunchOptions plain;
   ASSERT_TRUE(parse({"-np", "4", "./a.out"}, &plain).run);
   EXPECT_EQ(settingOf(plain, "TUTTI_HIERARCHICAL_ALLREDUCE"), "<unset>");

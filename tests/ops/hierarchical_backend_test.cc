@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/algorithms/allgather_hierarchical.h"
+#include "ops/algorithms/allgather_ring.h"
 #include "ops/algorithms/allreduce_hierarchical.h"
 #include "ops/algorithms/allreduce_recursive_doubling.h"
 #include "ops/algorithms/allreduce_ring.h"
@@ -87,7 +89,7 @@ TEST(HierarchicalChoice, TheSettingAndThePlacementDecide) {
     MemoryWorld world(4);
     world.run([&](MemoryTransport& tr) {
       const size_t expected = postedBy(tr, tr, c.hosts, c.expected, c.count);
-      const size_t got = postedByBackend(tr, tr, TcpHierarchy{c.mode, c.hosts}, c.count);
+      const size_t got = postedByBackend(tr, tr, TcpHierarchy{c.mode, "auto", c.hosts}, c.count);
       EXPECT_EQ(got, expected) << "mode " << c.mode << " count " << c.count << " hosts "
                                << ::testing::PrintToString(c.hosts);
     });
@@ -123,8 +125,45 @@ TEST(HierarchicalChoice, ProcessSetsUseTheirMembersPlacement) {
       SubsetTransport set(tr, s.ranks);
       const std::vector<int> hosts = hostIdsOf(world_hosts, s.ranks);
       const size_t expected = postedBy(set, tr, hosts, s.expected, 100000);
-      EXPECT_EQ(postedByBackend(set, tr, TcpHierarchy{"auto", hosts}, 100000), expected)
+      EXPECT_EQ(postedByBackend(set, tr, TcpHierarchy{"auto", "auto", hosts}, 100000), expected)
           << "set " << ::testing::PrintToString(s.ranks);
+    });
+  }
+}
+
+// Allgather: TUTTI_HIERARCHICAL_ALLGATHER decides (auto above 64 KiB of
+// output, 1 for every size, 0 never), and the output is every rank's bytes.
+TEST(HierarchicalChoice, AllgatherFollowsItsOwnSetting) {
+  const std::vector<int> h2x2 = {0, 0, 1, 1};
+  struct AllgatherCase {
+    const char* mode;
+    size_t bytes_each;
+    bool hierarchical;
+  };
+  const AllgatherCase cases[] = {
+      {"auto", 40000, true}, {"auto", 1000, false}, {"1", 1000, true}, {"0", 40000, false}};
+  for (const AllgatherCase& c : cases) {
+    MemoryWorld world(4);
+    world.run([&](MemoryTransport& tr) {
+      const std::vector<size_t> sizes(4, c.bytes_each);
+      std::vector<uint8_t> in(c.bytes_each, static_cast<uint8_t>(tr.rank() + 1));
+      std::vector<uint8_t> out(4 * c.bytes_each), direct(out.size());
+      std::vector<uint8_t> work;
+      HostGroups groups(tr, h2x2);
+      size_t before = tr.postedOps();
+      ASSERT_TRUE((c.hierarchical
+                       ? allgatherHierarchical(groups.local(), groups.cross(), groups.layout(),
+                                               in.data(), direct.data(), sizes, 0, &work)
+                       : allgatherRing(tr, in.data(), direct.data(), sizes, 0))
+                      .isOk());
+      const size_t expected = tr.postedOps() - before;
+      TcpBackend backend(tr, 0, {}, TcpHierarchy{"auto", c.mode, h2x2});
+      before = tr.postedOps();
+      ASSERT_TRUE(backend.allgatherv(in.data(), out.data(), sizes).isOk());
+      EXPECT_EQ(tr.postedOps() - before, expected) << c.mode << " " << c.bytes_each;
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(out[i], static_cast<uint8_t>(i / c.bytes_each + 1)) << "byte " << i;
+      }
     });
   }
 }

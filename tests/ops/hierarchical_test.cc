@@ -2,9 +2,9 @@
 // in-memory transport, with hosts simulated by host-id lists: 2x2, 2x3, 3x2
 // and hosts whose ranks are not contiguous; every dtype x op against exact
 // references computed here and against the flat ring byte for byte, in one
-// chunk and pipelined in many; random
-// floats within rounding of the ring (min/max bit for bit); the backend's
-// choice (auto, 1, 0, hosts of different sizes, process sets).
+// chunk and pipelined in many; random floats within rounding of the ring
+// (min/max bit for bit); hierarchical allgather with uneven and empty blocks
+// against the flat ring. The backend's choice: hierarchical_backend_test.cc.
 
 #include <gtest/gtest.h>
 
@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/algorithms/allgather_hierarchical.h"
+#include "ops/algorithms/allgather_ring.h"
 #include "ops/algorithms/allreduce_hierarchical.h"
 #include "ops/algorithms/allreduce_recursive_doubling.h"
 #include "ops/algorithms/allreduce_ring.h"
@@ -112,6 +114,47 @@ INSTANTIATE_TEST_SUITE_P(Placements, HierarchicalAllreduceTest,
                          [](const ::testing::TestParamInfo<std::tuple<Placement, DataType>>& info) {
                            return std::string(std::get<0>(info.param).name) + "_" +
                                   dataTypeName(std::get<1>(info.param));
+                         });
+
+// Allgather: uneven and empty blocks, equal to the flat ring byte for byte
+// and to every rank's pattern.
+class HierarchicalAllgatherTest : public ::testing::TestWithParam<Placement> {};
+
+TEST_P(HierarchicalAllgatherTest, EqualsTheFlatRing) {
+  const std::vector<int>& hosts = GetParam().hosts;
+  const int n = static_cast<int>(hosts.size());
+  MemoryWorld world(n);
+  world.run([&](MemoryTransport& tr) {
+    HostGroups groups(tr, hosts);
+    std::vector<uint8_t> work;
+    for (size_t scale : {size_t{0}, size_t{1}, size_t{7}, size_t{300}}) {
+      std::vector<size_t> sizes;
+      size_t total = 0;
+      for (int r = 0; r < n; ++r) {
+        sizes.push_back(r % 3 == 1 ? 0 : scale * (r + 1));  // some ranks send nothing
+        total += sizes.back();
+      }
+      std::vector<uint8_t> in(sizes[tr.rank()]);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(tr.rank() * 31 + i);
+      std::vector<uint8_t> out(total + 1, 0xcd), flat(total + 1, 0xcd);
+      ASSERT_TRUE(allgatherHierarchical(groups.local(), groups.cross(), groups.layout(), in.data(),
+                                        out.data(), sizes, 64, &work)
+                      .isOk());
+      ASSERT_TRUE(allgatherRing(tr, in.data(), flat.data(), sizes, 64).isOk());
+      ASSERT_EQ(out, flat) << "scale " << scale;
+      size_t at = 0;
+      for (int r = 0; r < n; ++r) {
+        for (size_t i = 0; i < sizes[r]; ++i, ++at) {
+          ASSERT_EQ(out[at], static_cast<uint8_t>(r * 31 + i)) << "rank " << r << " byte " << i;
+        }
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, HierarchicalAllgatherTest, ::testing::ValuesIn(kPlacements),
+                         [](const ::testing::TestParamInfo<Placement>& info) {
+                           return std::string(info.param.name);
                          });
 
 // Random floats: the sum is taken in another order than the ring's, so it

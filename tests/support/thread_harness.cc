@@ -45,6 +45,9 @@ Settings makeRankSettings(int rank, int size, int port, const std::string& secre
   if (!options.hierarchical_allreduce.empty()) {
     settings.hierarchical_allreduce = options.hierarchical_allreduce;
   }
+  if (!options.hierarchical_allgather.empty()) {
+    settings.hierarchical_allgather = options.hierarchical_allgather;
+  }
   settings.rendezvous_addr = "127.0.0.1";
   settings.rendezvous_port = port;
   settings.rank0_hosts_rendezvous = false;

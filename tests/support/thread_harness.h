@@ -41,6 +41,7 @@ struct ClusterOptions {
   // 0: every rank on host 0.
   int ranks_per_host = 0;
   std::string hierarchical_allreduce;  // TUTTI_HIERARCHICAL_ALLREDUCE ("" = the default)
+  std::string hierarchical_allgather;  // TUTTI_HIERARCHICAL_ALLGATHER ("" = the default)
 };
 
 // Settings of rank `rank` of a `size`-rank job on this host whose rendezvous
