@@ -25,7 +25,7 @@ struct CrossChunk {
   uint8_t* shard = nullptr;
   ring::Blocks sub;
   std::vector<Transport::OpId> ops;
-  std::vector<uint8_t> staging;  // the others' contributions to this rank's sub-block
+  uint8_t* staging = nullptr;  // the others' contributions to this rank's sub-block
 };
 
 struct Cross {
@@ -41,11 +41,10 @@ struct Cross {
     c.shard = shard;
     c.sub = ring::evenBlocks(count, n);
     const size_t mine = c.sub.size[me] * esize;
-    if (c.staging.size() < mine * n) c.staging.resize(mine * n);
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       if (c.sub.size[p] > 0) c.ops.push_back(t.postSend(p, at(c, p), c.sub.size[p] * esize));
-      if (mine > 0) c.ops.push_back(t.postRecv(p, c.staging.data() + p * mine, mine));
+      if (mine > 0) c.ops.push_back(t.postRecv(p, c.staging + p * mine, mine));
     }
   }
 
@@ -56,7 +55,7 @@ struct Cross {
     const size_t mine = c.sub.size[me];
     for (int p = 0; p < n; ++p) {
       if (p != me && mine > 0) {
-        reduceInto(at(c, me), c.staging.data() + p * mine * esize, mine, dtype, op);
+        reduceInto(at(c, me), c.staging + p * mine * esize, mine, dtype, op);
       }
     }
     for (int p = 0; p < n; ++p) {
@@ -72,7 +71,8 @@ struct Cross {
 
 Status allreduceHierarchical(Transport& local, Transport& cross, const void* in, void* out,
                              size_t count, DataType dtype, ReduceOp op, size_t segment_bytes,
-                             std::vector<uint8_t>* scratch, size_t chunk_bytes) {
+                             std::vector<uint8_t>* scratch, std::vector<uint8_t>* staging,
+                             size_t chunk_bytes) {
   if (count == 0) return Status::ok();
   const size_t esize = dataTypeSize(dtype);
   if (chunk_bytes == 0) chunk_bytes = kDefaultChunkBytes;
@@ -83,7 +83,15 @@ Status allreduceHierarchical(Transport& local, Transport& cross, const void* in,
   auto* out_bytes = static_cast<uint8_t*>(out);
   const size_t seg_bytes = ring::segmentElements(segment_bytes, esize) * esize;
   const Cross x{cross, esize, dtype, op};
+  // A chunk's block within the host, and its sub-block across hosts, are
+  // at most these many elements (ring::evenBlocks puts the larger first).
+  const size_t block = (chunks.size[0] + local.size() - 1) / local.size();
+  const size_t slot =
+      static_cast<size_t>(cross.size()) * ((block + cross.size() - 1) / cross.size()) * esize;
+  if (staging->size() < 2 * slot) staging->resize(2 * slot);
   CrossChunk inflight[2];
+  inflight[0].staging = staging->data();
+  inflight[1].staging = staging->data() + slot;
   // Step t: chunk t within the host, then across hosts (posted); chunk t-1's
   // reduction across hosts; chunk t-2 back within the host. Every rank runs
   // the same steps, so every pair of ranks posts its messages in one order.

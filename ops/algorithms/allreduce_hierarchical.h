@@ -42,11 +42,14 @@
 namespace tutti {
 
 // out[i] = op over all ranks of in[i]; in == out is in place, otherwise `in`
-// is only read and must not overlap `out`. `scratch` as for allreduceRing.
-// `chunk_bytes`: the pipeline's chunk (0: 4 MiB), rounded down to whole
-// elements.
+// is only read and must not overlap `out`. `scratch` as for allreduceRing;
+// `staging` holds what arrives from other hosts (two chunks' worth, at most
+// 2 x chunk_bytes / local size plus rounding); both are resized as needed
+// and may be reused between calls. `chunk_bytes`: the pipeline's chunk
+// (0: 4 MiB), rounded down to whole elements.
 Status allreduceHierarchical(Transport& local, Transport& cross, const void* in, void* out,
                              size_t count, DataType dtype, ReduceOp op, size_t segment_bytes,
-                             std::vector<uint8_t>* scratch, size_t chunk_bytes = 0);
+                             std::vector<uint8_t>* scratch, std::vector<uint8_t>* staging,
+                             size_t chunk_bytes = 0);
 
 }  // namespace tutti

@@ -94,7 +94,7 @@ Status TcpBackend::allreduceBySize(const void* in, void* out, size_t count, Data
       return allreduceRecursiveDoubling(transport_, in, out, count, dtype, op, &scratch_);
     case AlgorithmId::kAllreduceHierarchical:
       return allreduceHierarchical(groups_.local(), groups_.cross(), in, out, count, dtype, op,
-                                   segment_bytes_, &scratch_);
+                                   segment_bytes_, &scratch_, &work_);
     default:
       break;
   }

@@ -69,7 +69,8 @@ class TcpBackend : public Backend {
   bool hierarchical_allgather_ = true;
   // Reused between calls so steady-state collectives do not allocate:
   // two received segments (allreduce; half the buffer for Adasum) and a
-  // partial-sums buffer (reducescatter).
+  // partial-sums buffer (reducescatter; also hierarchical allreduce's and
+  // allgather's staging).
   std::vector<uint8_t> scratch_;
   std::vector<uint8_t> work_;
 };

@@ -34,13 +34,13 @@ enum class Ran { kHierarchical, kRing, kRecursiveDoubling };
 size_t postedBy(Transport& tr, MemoryTransport& world, const std::vector<int>& hosts, Ran ran,
                 size_t count) {
   std::vector<int32_t> buf(count, 1);
-  std::vector<uint8_t> scratch;
+  std::vector<uint8_t> scratch, staging;
   HostGroups groups(tr, hosts);
   const size_t before = world.postedOps();
   Status st;
   if (ran == Ran::kHierarchical) {
     st = allreduceHierarchical(groups.local(), groups.cross(), buf.data(), buf.data(), count,
-                               DataType::kInt32, ReduceOp::kSum, kSegmentBytes, &scratch);
+                               DataType::kInt32, ReduceOp::kSum, kSegmentBytes, &scratch, &staging);
   } else if (ran == Ran::kRing) {
     st = allreduceRing(tr, buf.data(), count, DataType::kInt32, ReduceOp::kSum, kSegmentBytes,
                        &scratch);

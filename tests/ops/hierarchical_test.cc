@@ -71,7 +71,7 @@ TEST_P(HierarchicalAllreduceTest, EqualsTheReferenceAndTheFlatRing) {
   world.run([&](MemoryTransport& tr) {
     HostGroups groups(tr, hosts);
     ASSERT_TRUE(groups.hierarchical());
-    std::vector<uint8_t> scratch;
+    std::vector<uint8_t> scratch, staging;
     for (ReduceOp op : testing::allReduceOps()) {
       for (size_t count : counts(t, n)) {
         const std::string what = std::string(dataTypeName(t)) + " " + reduceOpName(op) + " count " +
@@ -80,11 +80,12 @@ TEST_P(HierarchicalAllreduceTest, EqualsTheReferenceAndTheFlatRing) {
         const std::vector<uint8_t> in = in_place;
         std::vector<uint8_t> out(in.size(), 0xcd), flat = in;
         ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), in_place.data(),
-                                          in_place.data(), count, t, op, kSegmentBytes, &scratch)
+                                          in_place.data(), count, t, op, kSegmentBytes, &scratch,
+                                          &staging)
                         .isOk())
             << what;
         ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), in.data(), out.data(),
-                                          count, t, op, kSegmentBytes, &scratch)
+                                          count, t, op, kSegmentBytes, &scratch, &staging)
                         .isOk())
             << what;
         // Pipelined: chunks of 61 elements, or of 2 (fewer than the ranks
@@ -92,7 +93,7 @@ TEST_P(HierarchicalAllreduceTest, EqualsTheReferenceAndTheFlatRing) {
         const size_t chunk = (count < 16 ? 2 : 61) * dataTypeSize(t);
         std::vector<uint8_t> chunked(in.size(), 0xcd);
         ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), in.data(), chunked.data(),
-                                          count, t, op, kSegmentBytes, &scratch, chunk)
+                                          count, t, op, kSegmentBytes, &scratch, &staging, chunk)
                         .isOk())
             << what;
         ASSERT_TRUE(allreduceRing(tr, flat.data(), count, t, op, kSegmentBytes, &scratch).isOk());
@@ -167,13 +168,13 @@ TEST(HierarchicalAllreduce, RandomFloatsAgreeWithTheRing) {
     HostGroups groups(tr, hosts);
     std::mt19937 gen(static_cast<unsigned>(17 + tr.rank()));
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<uint8_t> scratch;
+    std::vector<uint8_t> scratch, staging;
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax}) {
       std::vector<float> a(count);
       for (float& v : a) v = dist(gen);
       std::vector<float> b = a;
       ASSERT_TRUE(allreduceHierarchical(groups.local(), groups.cross(), a.data(), a.data(), count,
-                                        DataType::kFloat32, op, 256, &scratch, 1000)
+                                        DataType::kFloat32, op, 256, &scratch, &staging, 1000)
                       .isOk());
       ASSERT_TRUE(allreduceRing(tr, b.data(), count, DataType::kFloat32, op, 256, &scratch).isOk());
       for (size_t i = 0; i < count; ++i) {
