@@ -143,6 +143,12 @@ TEST_P(HierarchicalAllgatherTest, EqualsTheFlatRing) {
                       .isOk());
       ASSERT_TRUE(allgatherRing(tr, in.data(), flat.data(), sizes, 64).isOk());
       ASSERT_EQ(out, flat) << "scale " << scale;
+      // Pipelined in chunks of 5 bytes of output: pieces of 0, 1 or more bytes.
+      std::vector<uint8_t> chunked(total + 1, 0xcd);
+      ASSERT_TRUE(allgatherHierarchical(groups.local(), groups.cross(), groups.layout(), in.data(),
+                                        chunked.data(), sizes, 64, &work, 5)
+                      .isOk());
+      ASSERT_EQ(chunked, flat) << "scale " << scale << " in chunks of 5 bytes";
       size_t at = 0;
       for (int r = 0; r < n; ++r) {
         for (size_t i = 0; i < sizes[r]; ++i, ++at) {
