@@ -19,6 +19,9 @@ HostLayout hostLayout(const std::vector<int>& host_of_rank, int rank) {
   }
   HostLayout out;
   out.cross_size = static_cast<int>(hosts.size());
+  for (const auto& host : hosts) {
+    out.host_order.insert(out.host_order.end(), host.second.begin(), host.second.end());
+  }
   out.local_ranks = hosts[host_of_rank[static_cast<size_t>(rank)]];
   out.local_size = static_cast<int>(out.local_ranks.size());
   for (const auto& host : hosts) {
@@ -51,12 +54,16 @@ std::vector<int> hostIdsOf(const std::vector<int>& host_of_rank, const std::vect
   return out;
 }
 
-HostGroups::HostGroups(Transport& transport, const std::vector<int>& host_of_rank) {
+HostGroups::HostGroups(Transport& transport, const std::vector<int>& host_of_rank)
+    : transport_(transport) {
   const std::vector<int> ids = host_of_rank.empty()
                                    ? std::vector<int>(static_cast<size_t>(transport.size()), 0)
                                    : host_of_rank;
   TUTTI_CHECK_EQ(ids.size(), static_cast<size_t>(transport.size()));
   layout_ = hostLayout(ids, transport.rank());
+  if (!std::is_sorted(layout_.host_order.begin(), layout_.host_order.end())) {
+    host_ordered_ = std::make_unique<SubsetTransport>(transport, layout_.host_order);
+  }
   if (layout_.local_size > 1 && layout_.cross_size > 1) {
     local_ = std::make_unique<SubsetTransport>(transport, layout_.local_ranks);
     cross_ = std::make_unique<SubsetTransport>(transport, layout_.cross_ranks);

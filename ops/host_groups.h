@@ -36,6 +36,9 @@ struct HostLayout {
   // grid[h][l]: the transport rank at local index l of host h (hosts in
   // ascending host id order); empty when local_size is 0.
   std::vector<std::vector<int>> grid;
+  // Every transport rank, host by host (ascending host id, then rank): the
+  // order in which a flat ring crosses each link once per step.
+  std::vector<int> host_order;
 };
 
 // `host_of_rank[r]`: the host id of transport rank r (any ints; equal means
@@ -62,9 +65,15 @@ class HostGroups {
   bool hierarchical() const { return local_ != nullptr; }
   Transport& local() { return *local_; }
   Transport& cross() { return *cross_; }
+  // The transport with its ranks in layout().host_order (the transport
+  // itself when that is already its order), for flat rings whose result
+  // does not depend on the ranks' order (allreduce).
+  Transport& hostOrdered() { return host_ordered_ ? *host_ordered_ : transport_; }
 
  private:
+  Transport& transport_;
   HostLayout layout_;
+  std::unique_ptr<SubsetTransport> host_ordered_;
   std::unique_ptr<SubsetTransport> local_;
   std::unique_ptr<SubsetTransport> cross_;
 };

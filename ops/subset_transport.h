@@ -25,8 +25,9 @@ namespace tutti {
 
 class SubsetTransport : public Transport {
  public:
-  // `world` must outlive this transport. `ranks`: ascending global ranks,
-  // including world.rank().
+  // `world` must outlive this transport. `ranks`: distinct global ranks,
+  // including world.rank(), in the subset's rank order (ascending for a
+  // process set; by host for ops/host_groups.h).
   SubsetTransport(Transport& world, std::vector<int> ranks);
 
   int rank() const override { return rank_; }

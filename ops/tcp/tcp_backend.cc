@@ -98,7 +98,8 @@ Status TcpBackend::allreduceBySize(const void* in, void* out, size_t count, Data
     default:
       break;
   }
-  return allreduceRing(transport_, in, out, count, dtype, op, segment_bytes_, &scratch_);
+  // The ring follows the hosts, so that each link is crossed once per step.
+  return allreduceRing(groups_.hostOrdered(), in, out, count, dtype, op, segment_bytes_, &scratch_);
 }
 
 int TcpBackend::rank() const {

@@ -131,6 +131,60 @@ TEST(HierarchicalChoice, ProcessSetsUseTheirMembersPlacement) {
   }
 }
 
+// Counts the sends that cross hosts, forwarding everything to `inner`.
+class CrossHostCounter : public Transport {
+ public:
+  CrossHostCounter(Transport& inner, std::vector<int> hosts)
+      : inner_(inner), hosts_(std::move(hosts)) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  OpId postSend(int peer, const void* data, size_t bytes) override {
+    if (hosts_[peer] != hosts_[rank()]) ++cross_sends;
+    return inner_.postSend(peer, data, bytes);
+  }
+  OpId postRecv(int peer, void* data, size_t bytes) override {
+    return inner_.postRecv(peer, data, bytes);
+  }
+  Status wait(OpId id) override { return inner_.wait(id); }
+  Status waitAll() override { return inner_.waitAll(); }
+  Status sendControl(int peer, std::vector<uint8_t> bytes) override {
+    return inner_.sendControl(peer, std::move(bytes));
+  }
+  Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) override {
+    return inner_.pollControl(deadline, out);
+  }
+  void wake() override { inner_.wake(); }
+  size_t cross_sends = 0;
+
+ private:
+  Transport& inner_;
+  const std::vector<int> hosts_;
+};
+
+// The flat ring follows the hosts: with hosts {0, 1, 0, 1} rank order would
+// cross a link at every hop; host order (0, 2, 1, 3) at half of them.
+TEST(HierarchicalChoice, TheFlatRingFollowsTheHosts) {
+  const std::vector<int> interleaved = {0, 1, 0, 1};
+  MemoryWorld world(4);
+  world.run([&](MemoryTransport& tr) {
+    const size_t count = 100000;  // the ring's range
+    std::vector<int32_t> buf(count, tr.rank());
+    std::vector<uint8_t> scratch;
+    CrossHostCounter by_rank(tr, interleaved);
+    ASSERT_TRUE(allreduceRing(by_rank, buf.data(), count, DataType::kInt32, ReduceOp::kSum,
+                              kSegmentBytes, &scratch)
+                    .isOk());
+    CrossHostCounter counter(tr, interleaved);
+    TcpBackend backend(counter, kSegmentBytes, {}, TcpHierarchy{"0", "0", interleaved});
+    ASSERT_TRUE(backend.allreduce(buf.data(), count, DataType::kInt32, ReduceOp::kSum).isOk());
+    EXPECT_EQ(buf, std::vector<int32_t>(count, 4 * 6));
+    EXPECT_GT(by_rank.cross_sends, 0u);
+    // In the ring 0 -> 2 -> 1 -> 3 -> 0 ranks 2 and 3 send to the other host.
+    const bool sends_across = tr.rank() == 2 || tr.rank() == 3;
+    EXPECT_EQ(counter.cross_sends, sends_across ? by_rank.cross_sends : 0u) << tr.rank();
+  });
+}
+
 // Allgather: TUTTI_HIERARCHICAL_ALLGATHER decides (auto above 64 KiB of
 // output, 1 for every size, 0 never), and the output is every rank's bytes.
 TEST(HierarchicalChoice, AllgatherFollowsItsOwnSetting) {

@@ -201,10 +201,12 @@ TEST(HostLayout, GroupsRanksByHost) {
   EXPECT_EQ(scattered.local_ranks, (std::vector<int>{0, 2}));
   // Local index 1 on host 2 (ranks 1, 3) and host 5 (ranks 0, 2), by host id.
   EXPECT_EQ(scattered.cross_ranks, (std::vector<int>{3, 2}));
+  EXPECT_EQ(scattered.host_order, (std::vector<int>{1, 3, 0, 2}));
   const HostLayout uneven = hostLayout({0, 0, 0, 1}, 3);
   EXPECT_EQ(uneven.local_size, 0);
   EXPECT_EQ(uneven.cross_size, 2);
   EXPECT_TRUE(uneven.cross_ranks.empty());
+  EXPECT_EQ(uneven.host_order, (std::vector<int>{0, 1, 2, 3}));
   const HostLayout one = hostLayout({4, 4, 4}, 1);
   EXPECT_EQ(one.local_size, 3);
   EXPECT_EQ(one.cross_size, 1);
