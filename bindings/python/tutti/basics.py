@@ -9,6 +9,15 @@ import os
 
 from tutti import _library
 from tutti import process_sets as _process_sets
+from tutti._placement import (  # noqa: F401 (re-exported: tutti.basics.rank etc.)
+    cross_rank,
+    cross_size,
+    is_initialized,
+    local_rank,
+    local_size,
+    rank,
+    size,
+)
 from tutti.errors import InvalidArgumentError, NotInitializedError
 
 
@@ -53,48 +62,6 @@ def shutdown():
     invalidated)."""
     _process_sets._forget_all()
     _library.check(_library.load().tutti_shutdown())
-
-
-def is_initialized():
-    """True between init() and shutdown()."""
-    return bool(_library.load().tutti_is_initialized())
-
-
-def _placement(fn_name):
-    value = getattr(_library.load(), fn_name)()
-    if value < 0:
-        raise NotInitializedError(_library.last_error(), 7)
-    return value
-
-
-def rank():
-    """Rank of this process in the job, 0..size()-1. Raises NotInitializedError."""
-    return _placement("tutti_rank")
-
-
-def size():
-    """Number of ranks in the job. Raises NotInitializedError."""
-    return _placement("tutti_size")
-
-
-def local_rank():
-    """Rank among the ranks on this host. Raises NotInitializedError."""
-    return _placement("tutti_local_rank")
-
-
-def local_size():
-    """Number of ranks on this host. Raises NotInitializedError."""
-    return _placement("tutti_local_size")
-
-
-def cross_rank():
-    """Index of this host among the job's hosts. Raises NotInitializedError."""
-    return _placement("tutti_cross_rank")
-
-
-def cross_size():
-    """Number of hosts in the job. Raises NotInitializedError."""
-    return _placement("tutti_cross_size")
 
 
 def start_timeline(file_path, mark_cycles=False):

@@ -34,7 +34,7 @@ thread.
 import ctypes
 import threading
 
-from tutti import _library
+from tutti import _library, _placement
 from tutti.errors import InvalidArgumentError
 
 _lock = threading.Lock()
@@ -121,9 +121,7 @@ class ProcessSet:
         """Whether this process is a member (None when ranks is None)."""
         if self.ranks is None:
             return None
-        from tutti.basics import rank
-
-        return rank() in self.ranks
+        return _placement.rank() in self.ranks
 
     def __str__(self):
         return "ProcessSet(process_set_id=%s, ranks=%s, mpi_comm=%s)" % (
@@ -140,9 +138,7 @@ class _GlobalProcessSet(ProcessSet):
 
     @property
     def ranks(self):
-        from tutti.basics import is_initialized, size
-
-        return list(range(size())) if is_initialized() else []
+        return list(range(_placement.size())) if _placement.is_initialized() else []
 
     @ranks.setter
     def ranks(self, value):
@@ -169,17 +165,13 @@ def _checked_info(process_set_id):
 
 def _size_of(process_set_id):
     if process_set_id == 0:
-        from tutti.basics import size
-
-        return size()
+        return _placement.size()
     return _checked_info(process_set_id)[0]
 
 
 def _rank_in(process_set_id):
     if process_set_id == 0:
-        from tutti.basics import rank
-
-        return rank()
+        return _placement.rank()
     rank = _checked_info(process_set_id)[1]
     if rank < 0:
         raise InvalidArgumentError("Process is not part of provided process set (id %d)"

@@ -36,6 +36,7 @@ worker's function reaches ``run`` / ``execute`` as Ray's ``RayTaskError``.
 """
 
 import dataclasses
+import os
 import secrets
 import socket
 from typing import Any, Callable, Dict, List, Optional
@@ -94,7 +95,6 @@ class _Worker:
             return s.getsockname()[1]
 
     def set_env(self, env: Dict[str, str]) -> None:
-        import os
         os.environ.update(env)
 
     def start_executable(self, cls, args, kwargs) -> None:

@@ -184,7 +184,7 @@ def _object_name(kind, name, process_set=None):
     the root passing its dict as "dict.sz", the others None as "NoneType.sz".)"""
     if name is not None:
         return str(name)
-    ps_id = ops._process_set_id(process_set)
+    ps_id = process_sets.process_set_id(process_set)
     generation = elastic.generation()
     with _unnamed_lock:
         if _unnamed["generation"] != generation:

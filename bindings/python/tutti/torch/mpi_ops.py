@@ -46,14 +46,8 @@ from tutti.process_sets import (  # noqa: F401
     remove_process_set,
 )
 from tutti.torch import autograd as _autograd
-from tutti.torch import ops as _ops
+from tutti.torch import _core
 from tutti.torch.compression import Compression  # noqa: F401
-from tutti.torch.grouped import (  # noqa: F401
-    grouped_allgather,
-    grouped_allgather_async,
-    grouped_reducescatter,
-    grouped_reducescatter_async,
-)
 from tutti.torch.ops import (  # noqa: F401
     Adasum,
     Average,
@@ -74,24 +68,22 @@ from tutti.torch.ops import (  # noqa: F401
     broadcast_,
     broadcast_async,
     broadcast_async_,
+    grouped_allgather,
+    grouped_allgather_async,
     grouped_allreduce,
     grouped_allreduce_,
     grouped_allreduce_async,
     grouped_allreduce_async_,
+    grouped_reducescatter,
+    grouped_reducescatter_async,
     join,
     poll,
     reducescatter,
     reducescatter_async,
     synchronize,
 )
+from tutti.torch._init import init  # noqa: F401 (Horovod's mpi_ops.init: tutti.torch.init)
 from tutti.torch.sparse import sparse_allreduce_async  # noqa: F401
-
-
-def init(*args, **kwargs):
-    """tutti.torch.init (Horovod's mpi_ops.init takes the same arguments)."""
-    from tutti.torch import init as _init
-
-    return _init(*args, **kwargs)
 
 
 def gpu_available(ext_base_name=None, verbose=False):
@@ -111,7 +103,7 @@ def get_average_backwards_compatibility_fun(reduce_ops=None):
     both given is a ValueError; average alone warns DeprecationWarning and
     means Average or Sum; neither means Average). reduce_ops is accepted and
     unused (tutti's ops are fixed)."""
-    return _ops._op_code
+    return _core.op_code
 
 
 handle_average_backwards_compatibility = get_average_backwards_compatibility_fun()
@@ -130,7 +122,7 @@ class HorovodAllreduce(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
-        options = _options(_ops._op_code(op, average), prescale_factor, postscale_factor,
+        options = _options(_core.op_code(op, average), prescale_factor, postscale_factor,
                            process_set)
         return _autograd.AllreduceFunction.forward(ctx, False, name, options, tensor)[0]
 
@@ -145,7 +137,7 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set, *tensors):
-        options = _options(_ops._op_code(op, average), prescale_factor, postscale_factor,
+        options = _options(_core.op_code(op, average), prescale_factor, postscale_factor,
                            process_set)
         return _autograd.AllreduceFunction.forward(ctx, True, name, options, *tensors)
 

@@ -15,17 +15,16 @@ import torch
 
 from tutti import process_sets
 from tutti.errors import InvalidArgumentError
-from tutti.torch.ops import (
+from tutti.torch._core import (
     Average,
     Sum,
-    _check_tensor,
-    _enqueue_allgather,
-    _op_code,
-    _output_tensor,
-    _process_set_id,
-    _register,
-    synchronize,
+    check_tensor,
+    enqueue_allgather,
+    op_code,
+    output_tensor,
+    process_set_id,
 )
+from tutti.torch._handles import register, synchronize
 
 
 class SparseHandle(int):
@@ -52,30 +51,30 @@ def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
     op: Average (default) or Sum. Returns a SparseHandle; synchronize(handle)
     or handle() gives the sparse result. Every rank's tensor must have the
     same size and dtype (else MismatchError); nnz may differ, 0 included."""
-    ps_id = _process_set_id(process_set)
+    ps_id = process_set_id(process_set)
     if not torch.is_tensor(tensor) or not tensor.is_sparse:
         raise InvalidArgumentError(
             "sparse_allreduce_async needs a sparse COO tensor, got %s"
             % (tensor.layout if torch.is_tensor(tensor) else type(tensor).__name__), 1)
-    op = _op_code(op)
+    op = op_code(op)
     if op not in (Sum, Average):
         raise InvalidArgumentError("sparse_allreduce_async: op must be Average or Sum", 1)
     indices = tensor._indices().t().contiguous()
     values = tensor._values().contiguous()
-    _check_tensor(values, "the values of the sparse tensor")
-    hs = [_enqueue_allgather(indices, _member(name, "indices"), ps_id),
-          _enqueue_allgather(values, _member(name, "values"), ps_id)]
+    check_tensor(values, "the values of the sparse tensor")
+    hs = [enqueue_allgather(indices, _member(name, "indices"), ps_id),
+          enqueue_allgather(values, _member(name, "values"), ps_id)]
     shape, n = tensor.size(), process_sets.set_size(process_set)
 
     def finish(hs):
-        gathered = _output_tensor(hs[1], values.device)
+        gathered = output_tensor(hs[1], values.device)
         if op == Average:
             gathered = _averaged(gathered, n)
-        rows = _output_tensor(hs[0], indices.device)
+        rows = output_tensor(hs[0], indices.device)
         return torch.sparse_coo_tensor(rows.t(), gathered, shape, dtype=values.dtype,
                                        device=values.device)
 
-    return SparseHandle(_register(hs, (indices, values), finish))
+    return SparseHandle(register(hs, (indices, values), finish))
 
 
 def sparse_allreduce(tensor, name=None, op=None, process_set=None):

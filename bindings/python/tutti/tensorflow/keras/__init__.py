@@ -35,7 +35,7 @@ from tutti.process_sets import (  # noqa: F401
     global_process_set,
     remove_process_set,
 )
-from tutti.tensorflow import (  # noqa: F401 (Horovod's hvd.keras re-exports these)
+from tutti.basics import (  # noqa: F401 (Horovod's hvd.keras re-exports these)
     ccl_built,
     cuda_built,
     ddl_built,

@@ -27,7 +27,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from tutti import basics, process_sets
-from tutti.torch import _torchrun
+from tutti.torch import _torchrun, functions
 from tutti.torch.distributed.process_group import ProcessGroupTutti
 
 BACKEND = "tutti"
@@ -76,8 +76,6 @@ def prepare_tuttirun_env():
     env.setdefault("LOCAL_WORLD_SIZE", str(basics.local_size()))
     if "MASTER_ADDR" in env and "MASTER_PORT" in env:
         return
-    from tutti.torch import functions
-
     address = None
     if basics.rank() == 0:
         store = dist.TCPStore("0.0.0.0", 0, None, True, datetime.timedelta(seconds=300),
