@@ -50,8 +50,10 @@ from tutti.process_sets import (
     global_process_set,
     remove_process_set,
 )
+
 # hvd.elastic: TensorFlowKerasState, TensorFlowState, run.
 from tutti.tensorflow import elastic  # noqa: F401
+
 # The Keras optimizer that DistributedOptimizer returns (Keras 3 comes with
 # TensorFlow 2.16 and later).
 from tutti.tensorflow import keras as _keras

@@ -23,6 +23,7 @@ from tutti.errors import (
     TuttiIOError,
     WaitTimeoutError,
 )
+
 # hvd.elastic: TorchState, ElasticSampler, run.
 from tutti.torch import elastic  # noqa: F401
 from tutti.torch._init import init  # noqa: F401
@@ -32,6 +33,7 @@ from tutti.torch.functions import (
     broadcast_optimizer_state,
     broadcast_parameters,
 )
+
 # The collectives, queries, reduce ops, process sets and Compression: the
 # names Horovod's horovod.torch takes from its mpi_ops (tutti.torch.mpi_ops.__all__).
 from tutti.torch.mpi_ops import *  # noqa: F401,F403

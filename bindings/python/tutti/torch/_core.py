@@ -63,11 +63,12 @@ def encode(name: Optional[object]) -> Optional[bytes]:
     return name.encode("utf-8")
 
 
-def check_tensor(tensor: object, what: str = "tensor") -> None:
+def check_tensor(tensor: Any, what: str = "tensor") -> None:
     """InvalidArgumentError unless `tensor` is a dense torch.Tensor of a
     supported dtype on a device this build runs (CPU; CUDA with CUDA)."""
     if not torch.is_tensor(tensor):
-        raise InvalidArgumentError("%s must be a torch.Tensor, got %s" % (what, type(tensor).__name__), 1)
+        raise InvalidArgumentError(
+            "%s must be a torch.Tensor, got %s" % (what, type(tensor).__name__), 1)
     if tensor.dtype not in DTYPE_CODES:
         raise InvalidArgumentError(
             "Tensor type %s is not supported. (%s has dtype %s; tutti supports %s)"

@@ -97,7 +97,7 @@ def form_groups(param_groups: Sequence[Dict[str, Any]], groups: Any
     p_list = [p for group in param_groups for p in group["params"] if p.requires_grad]
     if isinstance(groups, list):
         ids = {id(p) for p in p_list}
-        formed = [[p for p in group if id(p) in ids] for group in groups]
+        formed: List[Sequence[Any]] = [[p for p in group if id(p) in ids] for group in groups]
         grouped = {id(p) for group in formed for p in group}
         formed += [[p] for p in p_list if id(p) not in grouped]
     else:

@@ -9,7 +9,7 @@ docstring of tutti.torch.ops says for every op.
 """
 
 import ctypes
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -28,7 +28,7 @@ from tutti.torch._core import (
 from tutti.torch._handles import register
 
 
-def _checked_splits(splits: Union[None, torch.Tensor, Sequence[int]]) -> Optional[List[int]]:
+def _checked_splits(splits: Any) -> Optional[List[int]]:
     """alltoall's splits as a list of ints (None stays None); InvalidArgumentError
     for a float, complex or bool tensor or a value that is not an integer."""
     if splits is None:

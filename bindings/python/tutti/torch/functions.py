@@ -11,6 +11,7 @@ interleave differently on different ranks (give them distinct names).
 
 import pickle
 import threading
+from typing import Any, Dict
 
 import torch
 
@@ -170,7 +171,8 @@ def broadcast_optimizer_state(optimizer, root_rank=0, model=None, process_set=No
         ops.synchronize(h)
 
 
-_unnamed = {"generation": None, "calls": {}}  # this rank's unnamed object collectives
+# this rank's unnamed object collectives
+_unnamed: Dict[str, Any] = {"generation": None, "calls": {}}
 _unnamed_lock = threading.Lock()
 
 

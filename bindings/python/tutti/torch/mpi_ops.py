@@ -45,8 +45,9 @@ from tutti.process_sets import (  # noqa: F401
     global_process_set,
     remove_process_set,
 )
-from tutti.torch import autograd as _autograd
 from tutti.torch import _core
+from tutti.torch import autograd as _autograd
+from tutti.torch._init import init  # noqa: F401 (Horovod's mpi_ops.init: tutti.torch.init)
 from tutti.torch.compression import Compression  # noqa: F401
 from tutti.torch.ops import (  # noqa: F401
     Adasum,
@@ -82,7 +83,6 @@ from tutti.torch.ops import (  # noqa: F401
     reducescatter_async,
     synchronize,
 )
-from tutti.torch._init import init  # noqa: F401 (Horovod's mpi_ops.init: tutti.torch.init)
 from tutti.torch.sparse import sparse_allreduce_async  # noqa: F401
 
 

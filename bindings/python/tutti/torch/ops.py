@@ -1,11 +1,12 @@
 """Collectives on PyTorch tensors, over libtutti's C API (Horovod's torch API).
 
 Every op has an asynchronous form returning a handle (an int) and a blocking
-form (= async + synchronize). Tensors: CPU, or CUDA when tutti was built with CUDA (built_with("cuda")); an
-op on a CUDA tensor is ordered after the work queued on the tensor device's
-current stream (torch.cuda.current_stream()) and synchronize() returns once
-tutti's device work finished; allgather, alltoall and reducescatter results
-come back on the input's device. Any shape, any dtype of
+form (= async + synchronize). Tensors: CPU, or CUDA when tutti was built
+with CUDA (built_with("cuda")); an op on a CUDA tensor is ordered after the
+work queued on the tensor device's current stream (torch.cuda.current_stream())
+and synchronize() returns once tutti's device work finished; allgather,
+alltoall and reducescatter results come back on the input's device. Any
+shape, any dtype of
 uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool.
 Non-contiguous inputs are copied to contiguous buffers; in-place ops (the
 ones ending in "_") copy the result back into the caller's tensor.

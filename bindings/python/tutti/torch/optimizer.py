@@ -30,11 +30,17 @@ from contextlib import contextmanager
 
 import torch
 
+# The names marked F401 are Horovod's optimizer module's imports, which
+# scripts import from it.
 from tutti import elastic, process_sets
-from tutti.basics import size
-from tutti.torch import ops
-from tutti.torch import _update_averaging
-from tutti.torch import adasum_optimizer
+from tutti.basics import (
+    rocm_built,  # noqa: F401
+    size,
+)
+from tutti.compression import native_spec
+from tutti.errors import MismatchError
+from tutti.process_sets import ProcessSet, global_process_set  # noqa: F401
+from tutti.torch import _update_averaging, adasum_optimizer, ops
 from tutti.torch._optimizer_setup import (
     check_backward_passes,
     check_groups,
@@ -44,17 +50,20 @@ from tutti.torch._optimizer_setup import (
     register_grad_hooks,
     split_list,  # noqa: F401 (Horovod's optimizer module defines it)
 )
-from tutti.compression import native_spec
-from tutti.errors import MismatchError
-from tutti.torch.functions import allgather_object
-from tutti.torch.sparse import sparse_allreduce_async
-# Horovod's optimizer module imports these names; scripts import them from it.
-from tutti.basics import rocm_built  # noqa: F401
-from tutti.process_sets import ProcessSet, global_process_set  # noqa: F401
 from tutti.torch.compression import Compression  # noqa: F401
-from tutti.torch.functions import broadcast_object  # noqa: F401
+from tutti.torch.functions import (
+    allgather_object,
+    broadcast_object,  # noqa: F401
+)
 from tutti.torch.ops import (  # noqa: F401
-    Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_, synchronize)
+    Adasum,
+    Average,
+    Sum,
+    allreduce_async_,
+    grouped_allreduce_async_,
+    synchronize,
+)
+from tutti.torch.sparse import sparse_allreduce_async
 
 # With compress_updates and top-k, a tensor whose top-k would keep fewer than
 # this many entries per step (biases, small layers) is averaged whole as fp16
@@ -367,7 +376,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "context after optimizer.synchronize(). This can cause training "
                               "slowdown. You may want to consider using "
                               "optimizer.skip_synchronize() context if you use "
-                              "optimizer.synchronize() in your code.")
+                              "optimizer.synchronize() in your code.", stacklevel=2)
             self.synchronize()
         self._synchronized = False
         return self._wrapped_step(closure)
@@ -444,12 +453,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     over process_set's members (every rank checks that the others chose the
     same compression).
     """
-    process_sets.process_set_id(process_set)  # a ValueError for an unregistered set, before anything
+    process_sets.process_set_id(process_set)  # ValueError for an unregistered set, before anything
     if gradient_predivide_factor != 1.0 and op != ops.Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
-                      "in v0.23.0.", DeprecationWarning)
+                      "in v0.23.0.", DeprecationWarning, stacklevel=2)
         if groups is None:
             groups = num_groups
     if op == ops.Adasum and size() > 1:

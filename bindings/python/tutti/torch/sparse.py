@@ -4,7 +4,8 @@ As Horovod does it (horovod/torch/mpi_ops.py 0.28.1): the indices (as
 [nnz, sparse_dim] rows) and the values of every rank are allgathered, and the
 result is the uncoalesced sparse tensor of all of them, values divided by
 size() for Average (with process_set=: the set's members and size). An index
-present on several ranks appears once per rank (coalesce() sums them). The result has the input's size, dtype and device.
+present on several ranks appears once per rank (coalesce() sums them). The
+result has the input's size, dtype and device.
 
 The handle is an int that poll() and synchronize() accept like any other
 (synchronize returns the sparse result) and, as Horovod's, a callable:

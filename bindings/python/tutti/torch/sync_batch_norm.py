@@ -38,11 +38,11 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 from torch.nn.modules.batchnorm import _BatchNorm
 
+# Horovod's sync_batch_norm module imports size and the ops' names from mpi_ops.
+from tutti.basics import size  # noqa: F401
 from tutti.torch import ops
 from tutti.torch._core import process_set_id
-# Horovod's sync_batch_norm module imports these names from mpi_ops.
 from tutti.torch.ops import Sum, allgather_async, allreduce_async, synchronize  # noqa: F401
-from tutti.basics import size  # noqa: F401
 
 __all__ = ["SyncBatchNorm"]
 

@@ -42,8 +42,12 @@ def uses_c10d_backend():
             and "devices" in inspect.signature(register).parameters)
 
 
+GroupClass: type
 if uses_c10d_backend():
-    from tutti.torch.distributed.backend import BackendTutti as GroupClass  # torch 2.x
+    # torch 2.x (the module needs torch._C._distributed_c10d.Backend, absent in 1.x)
+    from tutti.torch.distributed.backend import BackendTutti
+
+    GroupClass = BackendTutti
 else:
     GroupClass = ProcessGroupTutti  # torch 1.x
 _server = []  # the TCPStore server rank 0 started for torch's env:// (kept alive)

@@ -18,6 +18,7 @@ through torch's default store when tutti is not initialised yet.
 """
 
 import itertools
+from typing import Any, List
 
 import torch.distributed as dist
 
@@ -72,7 +73,7 @@ class TuttiHookState:
         return {"compression": self.compression, "name": self.name}
 
 
-_default_state = []  # the state of allreduce_hook(None, ...), made on first use
+_default_state: List[Any] = []  # the state of allreduce_hook(None, ...), made on first use
 
 
 def _state_or_default(state):
