@@ -13,6 +13,8 @@ check_installed_version and check_extension (they check Horovod's compiled
 extension against the installed framework; tutti has none).
 """
 
+from typing import Any, Callable, Optional
+
 import torch
 
 from tutti.basics import (  # noqa: F401 (re-exported)
@@ -86,19 +88,20 @@ from tutti.torch.ops import (  # noqa: F401
 from tutti.torch.sparse import sparse_allreduce_async  # noqa: F401
 
 
-def gpu_available(ext_base_name=None, verbose=False):
+def gpu_available(ext_base_name: Optional[str] = None, verbose: bool = False) -> bool:
     """True when this process can run CUDA tensors: libtutti was built with
     CUDA and torch sees a GPU (Horovod's asks its framework extension the
     same; ext_base_name and verbose are accepted and unused)."""
     return bool(cuda_built()) and torch.cuda.is_available()
 
 
-def num_rank_is_power_2(num_rank):
+def num_rank_is_power_2(num_rank: int) -> bool:
     """True when num_rank is 1, 2, 4, 8, ... (the sizes Adasum runs on)."""
     return num_rank != 0 and (num_rank & (num_rank - 1)) == 0
 
 
-def get_average_backwards_compatibility_fun(reduce_ops=None):
+def get_average_backwards_compatibility_fun(reduce_ops: Any = None
+                                            ) -> Callable[[Optional[int], Optional[bool]], int]:
     """Horovod's helper: returns impl(op, average) -> the reduce op (op wins;
     both given is a ValueError; average alone warns DeprecationWarning and
     means Average or Sum; neither means Average). reduce_ops is accepted and

@@ -27,6 +27,7 @@ import os
 import re
 import warnings
 from contextlib import contextmanager
+from typing import Any, Iterable, Optional, Tuple
 
 import torch
 
@@ -392,10 +393,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
-                         backward_passes_per_step=1, op=ops.Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
-                         compress_updates=None):
+def DistributedOptimizer(optimizer: torch.optim.Optimizer,
+                         named_parameters: Optional[Iterable[Tuple[str, torch.Tensor]]] = None,
+                         compression: object = None, backward_passes_per_step: int = 1,
+                         op: int = ops.Average, gradient_predivide_factor: float = 1.0,
+                         num_groups: int = 0, groups: Any = None, sparse_as_dense: bool = False,
+                         process_set: Optional[object] = None,
+                         compress_updates: Optional[bool] = None) -> torch.optim.Optimizer:
     """Wraps a torch optimizer so that gradients are averaged (op) across ranks.
 
     optimizer: any torch.optim.Optimizer (its param_groups and options are

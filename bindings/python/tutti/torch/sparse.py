@@ -12,6 +12,8 @@ The handle is an int that poll() and synchronize() accept like any other
 handle() returns the result too.
 """
 
+from typing import List, Optional
+
 import torch
 
 from tutti import process_sets
@@ -31,21 +33,23 @@ from tutti.torch._handles import register, synchronize
 class SparseHandle(int):
     """The handle of a sparse allreduce: calling it synchronizes (Horovod's handle())."""
 
-    def __call__(self):
+    def __call__(self) -> torch.Tensor:
         return synchronize(self)
 
 
-def _member(name, part):
+def _member(name: Optional[str], part: str) -> Optional[str]:
     return None if name is None else "%s.%s" % (name, part)
 
 
-def _averaged(values, n):
+def _averaged(values: torch.Tensor, n: int) -> torch.Tensor:
     if values.dtype.is_floating_point or values.dtype.is_complex:
         return values / n
     return torch.div(values, n, rounding_mode="trunc")  # as an integer Average
 
 
-def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
+def sparse_allreduce_async(tensor: torch.Tensor, name: Optional[str] = None,
+                           op: Optional[int] = None,
+                           process_set: Optional[object] = None) -> SparseHandle:
     """Starts the allreduce of a sparse COO tensor (e.g. the gradient of an
     nn.Embedding(sparse=True)): the allgather of every rank's indices and
     values, named "<name>.indices" and "<name>.values" (name None: generated).
@@ -67,7 +71,7 @@ def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
           enqueue_allgather(values, _member(name, "values"), ps_id)]
     shape, n = tensor.size(), process_sets.set_size(process_set)
 
-    def finish(hs):
+    def finish(hs: List[int]) -> torch.Tensor:
         gathered = output_tensor(hs[1], values.device)
         if op == Average:
             gathered = _averaged(gathered, n)
@@ -78,6 +82,7 @@ def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
     return SparseHandle(register(hs, (indices, values), finish))
 
 
-def sparse_allreduce(tensor, name=None, op=None, process_set=None):
+def sparse_allreduce(tensor: torch.Tensor, name: Optional[str] = None, op: Optional[int] = None,
+                     process_set: Optional[object] = None) -> torch.Tensor:
     """Blocking sparse_allreduce_async: returns the sparse result."""
     return synchronize(sparse_allreduce_async(tensor, name, op, process_set))
