@@ -20,6 +20,7 @@ through torch's default store when tutti is not initialised yet.
 import itertools
 from typing import Any, Dict, List, Optional
 
+import torch
 import torch.distributed as dist
 
 from tutti import basics
@@ -89,7 +90,9 @@ def _state_or_default(state: Optional[TuttiHookState]) -> TuttiHookState:
     return _default_state[0]
 
 
-def allreduce_hook(state: Optional[TuttiHookState], bucket: Any) -> Any:
+# DDP's register_comm_hook accepts these two annotations and no others.
+def allreduce_hook(state: Optional[TuttiHookState], bucket: dist.GradBucket
+                   ) -> torch.futures.Future[torch.Tensor]:
     """DDP comm hook: averages bucket.buffer() over every rank through tutti
     (with state.compression) and returns a torch.futures.Future whose value
     is that tensor. state: a TuttiHookState, or None as torch's own hooks
