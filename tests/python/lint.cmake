@@ -6,9 +6,12 @@
 # venv is missing.
 add_test(NAME python_layers
          COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/check-python-imports --quiet)
+# The check on a made-up package with a cycle and two bad function-level imports.
+add_test(NAME python_layers_self_test
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/check-python-imports --self-test)
 foreach(_tool ruff mypy)
   add_test(NAME python_${_tool} COMMAND ${PROJECT_SOURCE_DIR}/scripts/lint-python ${_tool})
 endforeach()
-set_tests_properties(python_layers python_ruff python_mypy PROPERTIES
+set_tests_properties(python_layers python_layers_self_test python_ruff python_mypy PROPERTIES
                      TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "lint;python")
 # --- end python_layers ------------------------------------------------------------
