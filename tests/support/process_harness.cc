@@ -251,8 +251,7 @@ std::vector<ProcessResult> runProcessRanks(int size, const ProcessBody& body,
       for (int fd : port_fds) {
         if (fd >= 0) ::close(fd);
       }
-      childMain(r, size, port_pipe[0], secret, stderr_paths[r], ready_pipe[1], body, options,
-                plan);
+      childMain(r, size, port_pipe[0], secret, stderr_paths[r], ready_pipe[1], body, options, plan);
     }
     EXPECT_GT(pid, 0) << "fork of rank " << r;
     ::close(port_pipe[0]);
