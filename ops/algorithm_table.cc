@@ -148,8 +148,9 @@ const std::vector<AlgorithmEntry>& algorithmTable() {
        "tcp", recursiveDoublingDeclines, "log2 n whole-buffer exchanges (latency bound)"},
       {"allreduce", "hierarchical", AlgorithmId::kAllreduceHierarchical, 0, kNoByteLimit, "tcp",
        hierarchicalDeclines,
-       "reduce-scatter within each host, ring allreduce of each rank's block across hosts, "
-       "allgather within each host (several ranks on each of several hosts, as many on each)"},
+       "ring reduce-scatter within each host, allreduce of each rank's block across hosts, ring "
+       "allgather within each host, pipelined in 4 MiB chunks (several ranks on each of several "
+       "hosts, as many on each)"},
       {"allreduce", "ring", AlgorithmId::kAllreduceRing, 0, kNoByteLimit, "tcp", fitsAll,
        "pipelined ring reduce-scatter + allgather (bandwidth bound)"},
       {"broadcast", "binomial", AlgorithmId::kBroadcastBinomial, 0, 64 * kKiB, "tcp", fitsAll,
@@ -158,8 +159,8 @@ const std::vector<AlgorithmEntry>& algorithmTable() {
        "pipelined chain from the root"},
       {"allgather", "hierarchical", AlgorithmId::kAllgatherHierarchical, 64 * kKiB + 1,
        kNoByteLimit, "tcp", hierarchicalDeclines,
-       "ring allgather across hosts of each local index's blocks, then within each host "
-       "(several ranks on each of several hosts, as many on each)"},
+       "allgather across hosts of each local index's blocks, then a ring allgather within each "
+       "host, pipelined in 4 MiB chunks (several ranks on each of several hosts, as many on each)"},
       {"allgather", "ring", AlgorithmId::kAllgatherRing, 0, kNoByteLimit, "tcp", fitsAll,
        "pipelined ring, uneven blocks"},
       {"alltoall", "pairwise", AlgorithmId::kAlltoallPairwise, 0, kNoByteLimit, "tcp", fitsAll,
