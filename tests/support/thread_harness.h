@@ -36,6 +36,8 @@ struct ClusterOptions {
   double watchdog_seconds = 100;
   bool require_clean_shutdown = true;  // shutdown() must return ok on every rank
   std::string backend;                 // TUTTI_BACKEND ("" = the registry default, tcp)
+  // Called last on each rank's Settings, for knobs not above (e.g. autotune).
+  std::function<void(Settings*)> adjust;
 };
 
 // Settings of rank `rank` of a `size`-rank job on this host whose rendezvous
