@@ -53,6 +53,16 @@ const SettingFlag kSettingFlags[] = {
     {"--timeline-filename", "TUTTI_TIMELINE", 1, "FILE",
      "record a Chrome-trace timeline: each rank writes FILE with .rank<R> inserted before the "
      "extension (docs/timeline.md)"},
+    {"--autotune-log-file", "TUTTI_AUTOTUNE_LOG", 1, "FILE",
+     "with --autotune: rank 0 writes a CSV row per scored sample (Horovod's columns) to FILE"},
+    {"--autotune-warmup-samples", "TUTTI_AUTOTUNE_WARMUP_SAMPLES", 1, "N",
+     "with --autotune: samples discarded before scoring starts"},
+    {"--autotune-steps-per-sample", "TUTTI_AUTOTUNE_STEPS_PER_SAMPLE", 1, "N",
+     "with --autotune: steps per sub-sample (a sample is 5 sub-samples)"},
+    {"--autotune-bayes-opt-max-samples", "TUTTI_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", 1, "N",
+     "with --autotune: samples of the Bayesian-optimisation stage"},
+    {"--autotune-gaussian-process-noise", "TUTTI_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", 1, "X",
+     "with --autotune: noise of the Gaussian process (normalised score units)"},
     {"--log-level", "TUTTI_LOG_LEVEL", 1, "LEVEL",
      "trace, debug, info, warning or error, for the ranks and tuttirun"},
 };
@@ -212,6 +222,7 @@ struct ParsedFlags {
   std::vector<double> cooldown;                       // --blacklist-cooldown-range MIN MAX
   std::map<std::string, std::string> setting_values;  // settings flag -> its value
   bool timeline_mark_cycles = false;
+  bool autotune = false;
 };
 
 void addJobOptions(CLI::App& app, ParsedFlags& f) {
@@ -320,6 +331,10 @@ void addOutputAndInfoOptions(CLI::App& app, ParsedFlags& f) {
   app.add_flag("--timeline-mark-cycles", f.timeline_mark_cycles,
                "mark every background-loop round in the timeline [TUTTI_TIMELINE_MARK_CYCLES]")
       ->group(runtime);
+  app.add_flag("--autotune", f.autotune,
+               "tune the fusion threshold, cycle time and response cache during the first steps; "
+               "rank 0 logs the best values at info (docs/autotune.md) [TUTTI_AUTOTUNE]")
+      ->group(runtime);
   const std::string info = "Information";
   app.set_help_flag("-h,--help", "print this help and exit")->group(info);
   app.add_flag("--version", f.version, "print the version and exit")->group(info);
@@ -389,6 +404,7 @@ std::string collectSettings(const CLI::App& app, ParsedFlags& f) {
     f.o.settings.push_back(setting);
   }
   if (f.timeline_mark_cycles) f.o.settings.emplace_back("TUTTI_TIMELINE_MARK_CYCLES", "1");
+  if (f.autotune) f.o.settings.emplace_back("TUTTI_AUTOTUNE", "1");
   return "";
 }
 

@@ -162,3 +162,33 @@ TEST(ParameterManager, KnobsSetInTheEnvironmentStayFixed) {
 
 }  // namespace
 }  // namespace tutti
+
+namespace tutti {
+namespace {
+
+// The parameters travel in the ResponseList trailer; out-of-range values are
+// malformed, not applied.
+TEST(ParameterManager, TuningTravelsInTheResponseList) {
+  ResponseList list;
+  list.responses.resize(1);
+  list.has_tuning = true;
+  list.tuning.fusion_threshold_bytes = 3 << 20;
+  list.tuning.cycle_time_ms = 2.25;
+  list.tuning.switches = kSwitchResponseCache;
+  list.tuning.active = true;
+  ResponseList back;
+  ASSERT_TRUE(deserialize(serialize(list), &back).isOk());
+  EXPECT_TRUE(back.has_tuning);
+  EXPECT_TRUE(back.tuning == list.tuning);
+  ResponseList none;
+  ASSERT_TRUE(deserialize(serialize(ResponseList{}), &none).isOk());
+  EXPECT_FALSE(none.has_tuning);
+  list.tuning.cycle_time_ms = -1;
+  EXPECT_EQ(deserialize(serialize(list), &back).code(), StatusCode::kInvalidArgument);
+  list.tuning.cycle_time_ms = 1;
+  list.tuning.fusion_threshold_bytes = -5;
+  EXPECT_EQ(deserialize(serialize(list), &back).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tutti
