@@ -112,6 +112,14 @@ ParameterManager::ParameterManager(const Settings& settings, Clock::time_point n
     TUTTI_LOG(kWarning) << "autotune: every tuned knob is set in the environment; nothing to tune";
     return;
   }
+  std::string tuned;
+  for (const NumericKnob* k : numeric_)
+    tuned += std::string(tuned.empty() ? "" : ", ") + k->setting;
+  for (const CategoricalKnob* k : categorical_) {
+    tuned += std::string(tuned.empty() ? "" : ", ") + k->column;
+  }
+  TUTTI_LOG(kInfo) << "autotune: tuning " << tuned << " (" << warmups_ << " warm-up samples, "
+                   << steps_per_sample_ << " steps per sub-sample)";
   if (!settings.autotune_log.empty()) {
     csv_.open(settings.autotune_log, std::ios::out | std::ios::trunc);
     if (!csv_.good()) {
