@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import tutti.torch as hvd
-import tutti.torch.optimizer as optimizer_module
+from tutti.torch import _optimizer_setup  # the count of optimizers per process set
 from test_optimizer import ROWS_PER_RANK, flat, global_batch, make_model, reference_training
 from tutti.torch.compression import Compression, Compressor, FP16Compressor, NoneCompressor
 
@@ -165,7 +165,7 @@ def test_optimizers_constructed_in_different_numbers_is_a_mismatch(monkeypatch):
     if hvd.size() < 2:
         pytest.skip("needs 2 ranks")
     # The count of optimizers over the global set (id 0) constructed before.
-    monkeypatch.setattr(optimizer_module, "_constructed", {0: 100 + hvd.rank()})
+    monkeypatch.setattr(_optimizer_setup, "_constructed", {0: 100 + hvd.rank()})
     model = make_model(seed=0)
     with pytest.raises(hvd.MismatchError, match="rank 0 100, rank 1 101"):
         hvd.DistributedOptimizer(sgd(model), named_parameters=model.named_parameters())

@@ -166,6 +166,10 @@ class Cluster:
     def _veth(self, name):
         return "tt%d-%s" % (self.k, name)
 
+    def interface(self, name):
+        """The link's interface inside host `name`'s namespace."""
+        return self._veth(name) + "p"
+
     @property
     def bridge(self):
         return "tt%d-br" % self.k
@@ -365,7 +369,7 @@ class Cluster:
     def drop_all(self, name):
         """nftables in host `name` drops every packet its link sends or receives (the
         link stays up: a black hole, as a dead switch port; loopback still works)."""
-        dev = self._veth(name) + "p"
+        dev = self.interface(name)
         rules = ("table inet tutti_cut {\n"
                  " chain in { type filter hook input priority -10; iifname \"%s\" drop; }\n"
                  " chain out { type filter hook output priority -10; oifname \"%s\" drop; }\n"
@@ -375,7 +379,7 @@ class Cluster:
     def set_loss(self, name, percent):
         """Drops `percent` % of the packets host `name` sends (0: none)."""
         percent = parse_loss(percent)
-        ns, dev = self.host(name), self._veth(name) + "p"
+        ns, dev = self.host(name), self.interface(name)
         _run(["nft", "delete", "table", "inet", "tutti_loss"], check=False, ns=ns)
         if percent > 0:
             rule = ("table inet tutti_loss {\n chain out { type filter hook output priority 0; "

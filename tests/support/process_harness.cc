@@ -60,13 +60,35 @@ std::string ProcessResult::describe() const {
 
 namespace {
 
-[[noreturn]] void childMain(int rank, int size, int port, const std::string& secret,
+// The rendezvous port the parent writes to `port_fd` once its server runs;
+// -1 if the parent closed the pipe first.
+int readPort(int port_fd) {
+  int port = -1;
+  size_t got = 0;
+  auto* bytes = reinterpret_cast<unsigned char*>(&port);
+  while (got < sizeof(port)) {
+    const ssize_t n = ::read(port_fd, bytes + got, sizeof(port) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    got += static_cast<size_t>(n);
+  }
+  return port;
+}
+
+[[noreturn]] void childMain(int rank, int size, int port_fd, const std::string& secret,
                             const std::string& stderr_path, int ready_fd, const ProcessBody& body,
                             const ClusterOptions& options, const ProcessPlan& plan) {
   const int fd = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd >= 0) {
     ::dup2(fd, STDERR_FILENO);
     ::close(fd);
+  }
+  const int port = readPort(port_fd);
+  ::close(port_fd);
+  if (port <= 0) {
+    std::fprintf(stderr, "rank %d: no rendezvous port from the test process\n", rank);
+    std::fflush(stderr);
+    ::_exit(5);
   }
   int code = 0;
   try {
@@ -200,11 +222,6 @@ std::vector<ProcessResult> runProcessRanks(int size, const ProcessBody& body,
                                            const ClusterOptions& options, const ProcessPlan& plan) {
   std::vector<ProcessResult> results(size);
   const std::string secret = randomSecret();
-  std::unique_ptr<RendezvousServer> server;
-  Status started = RendezvousServer::start("127.0.0.1", 0, secret, &server);
-  EXPECT_TRUE(IsOk(started)) << "RendezvousServer::start";
-  if (!started.isOk()) return results;
-
   char dir_template[] = "/tmp/tutti_cases_XXXXXX";
   const char* dir = ::mkdtemp(dir_template);
   EXPECT_NE(dir, nullptr) << "mkdtemp";
@@ -213,21 +230,44 @@ std::vector<ProcessResult> runProcessRanks(int size, const ProcessBody& body,
   EXPECT_EQ(::pipe(ready_pipe), 0) << "pipe";
   ::fcntl(ready_pipe[0], F_SETFL, O_NONBLOCK);
 
+  // The ranks are forked before the rendezvous server starts its thread: a
+  // child of a multi-threaded process may inherit a lock (the sanitizers'
+  // allocators, Asio's) that another thread held at the fork and hang on it
+  // for good. Each child waits for the server's port on a pipe of its own.
   std::vector<pid_t> pids(size, -1);
+  std::vector<int> port_fds(size, -1);
   std::vector<std::string> stderr_paths(size);
   std::fflush(stdout);
   std::fflush(stderr);
   for (int r = 0; r < size; ++r) {
     results[r].rank = r;
     stderr_paths[r] = std::string(dir) + "/rank" + std::to_string(r) + ".stderr";
+    int port_pipe[2];
+    EXPECT_EQ(::pipe(port_pipe), 0) << "pipe";
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::close(ready_pipe[0]);
-      childMain(r, size, server->port(), secret, stderr_paths[r], ready_pipe[1], body, options,
-                plan);
+      ::close(port_pipe[1]);
+      for (int fd : port_fds) {
+        if (fd >= 0) ::close(fd);
+      }
+      childMain(r, size, port_pipe[0], secret, stderr_paths[r], ready_pipe[1], body, options, plan);
     }
     EXPECT_GT(pid, 0) << "fork of rank " << r;
+    ::close(port_pipe[0]);
+    port_fds[r] = port_pipe[1];
     pids[r] = pid;
+  }
+  std::unique_ptr<RendezvousServer> server;
+  Status started = RendezvousServer::start("127.0.0.1", 0, secret, &server);
+  EXPECT_TRUE(IsOk(started)) << "RendezvousServer::start";
+  const int port = started.isOk() ? server->port() : -1;
+  for (int r = 0; r < size; ++r) {
+    if (started.isOk() && pids[r] > 0 &&
+        ::write(port_fds[r], &port, sizeof(port)) != static_cast<ssize_t>(sizeof(port))) {
+      ADD_FAILURE() << "could not pass the rendezvous port to rank " << r;
+    }
+    ::close(port_fds[r]);  // a rank that got no port exits with code 5
   }
   ::close(ready_pipe[1]);
   superviseRanks(pids, ready_pipe[0], plan, results);
@@ -237,7 +277,7 @@ std::vector<ProcessResult> runProcessRanks(int size, const ProcessBody& body,
     ::unlink(stderr_paths[r].c_str());
   }
   ::rmdir(dir);
-  server->stop();
+  if (server) server->stop();
   return results;
 }
 

@@ -24,22 +24,14 @@ from tutti.basics import (
     mpi_threads_supported,
     nccl_built,
     rank,
-    shutdown,
     rocm_built,
+    shutdown,
     size,
     start_timeline,
     stop_timeline,
     tcp_built,
 )
 from tutti.compression import Compression, Compressor
-# (tutti.process_sets is the module; its process_sets() lists the registered sets.)
-from tutti.process_sets import (
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    process_set_by_id,
-    remove_process_set,
-)
 from tutti.errors import (
     DuplicateNameError,
     HorovodInternalError,
@@ -54,6 +46,15 @@ from tutti.errors import (
     TuttiError,
     TuttiIOError,
     WaitTimeoutError,
+)
+
+# (tutti.process_sets is the module; its process_sets() lists the registered sets.)
+from tutti.process_sets import (
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    process_set_by_id,
+    remove_process_set,
 )
 
 __version__ = "0.1.0"

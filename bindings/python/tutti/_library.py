@@ -12,6 +12,7 @@ import ctypes.util
 import glob
 import os
 import threading
+from typing import Any, Dict, Optional, Tuple
 
 from tutti.errors import error_for
 
@@ -220,7 +221,8 @@ def load():
             major = ctypes.c_int()
             lib.tutti_version(ctypes.byref(major), None, None)
             if major.value != ABI_MAJOR:
-                tried.append("%s (ABI major %d, this package needs %d)" % (path, major.value, ABI_MAJOR))
+                tried.append("%s (ABI major %d, this package needs %d)"
+                             % (path, major.value, ABI_MAJOR))
                 continue
             _lib = lib
             return lib
@@ -258,7 +260,8 @@ def function(name):
     return fn
 
 
-_options_cache = {}  # (process set id, spec) -> OpOptions, never changed once made
+# (process set id, spec) -> OpOptions, never changed once made
+_options_cache: Dict[Tuple[int, Optional[bytes]], Any] = {}
 
 
 def op_options(process_set_id=0, compression=None):

@@ -6,13 +6,24 @@ shutdown() serialise with each other inside libtutti.
 
 import atexit
 import os
+from typing import Any, Optional, Sequence, Union
 
 from tutti import _library
 from tutti import process_sets as _process_sets
+from tutti._placement import (  # noqa: F401 (re-exported: tutti.basics.rank etc.)
+    cross_rank,
+    cross_size,
+    is_initialized,
+    local_rank,
+    local_size,
+    rank,
+    size,
+)
 from tutti.errors import InvalidArgumentError, NotInitializedError
 
 
-def init(comm=None, process_sets=None):
+def init(comm: Optional[Any] = None, process_sets: Union[None, str, Sequence[Any]] = None
+         ) -> None:
     """Joins the job described by the TUTTI_* environment variables.
 
     Blocks until every rank connected (at most TUTTI_TIMEOUT_SECONDS). Calling
@@ -47,7 +58,7 @@ def init(comm=None, process_sets=None):
     _process_sets._init_process_sets(entries, was_initialized)
 
 
-def shutdown():
+def shutdown() -> None:
     """Completes pending ops with ShutdownError and leaves the job. Idempotent.
     Every process set but the global one is unregistered (its objects
     invalidated)."""
@@ -55,49 +66,7 @@ def shutdown():
     _library.check(_library.load().tutti_shutdown())
 
 
-def is_initialized():
-    """True between init() and shutdown()."""
-    return bool(_library.load().tutti_is_initialized())
-
-
-def _placement(fn_name):
-    value = getattr(_library.load(), fn_name)()
-    if value < 0:
-        raise NotInitializedError(_library.last_error(), 7)
-    return value
-
-
-def rank():
-    """Rank of this process in the job, 0..size()-1. Raises NotInitializedError."""
-    return _placement("tutti_rank")
-
-
-def size():
-    """Number of ranks in the job. Raises NotInitializedError."""
-    return _placement("tutti_size")
-
-
-def local_rank():
-    """Rank among the ranks on this host. Raises NotInitializedError."""
-    return _placement("tutti_local_rank")
-
-
-def local_size():
-    """Number of ranks on this host. Raises NotInitializedError."""
-    return _placement("tutti_local_size")
-
-
-def cross_rank():
-    """Index of this host among the job's hosts. Raises NotInitializedError."""
-    return _placement("tutti_cross_rank")
-
-
-def cross_size():
-    """Number of hosts in the job. Raises NotInitializedError."""
-    return _placement("tutti_cross_size")
-
-
-def start_timeline(file_path, mark_cycles=False):
+def start_timeline(file_path: Union[str, "os.PathLike[str]"], mark_cycles: bool = False) -> None:
     """Starts recording a Chrome-trace timeline (docs/timeline.md), as Horovod's.
 
     Call it on every rank. Each rank writes its own file: file_path with
@@ -110,7 +79,7 @@ def start_timeline(file_path, mark_cycles=False):
                                                         1 if mark_cycles else 0))
 
 
-def stop_timeline():
+def stop_timeline() -> None:
     """Writes the queued events and closes the timeline file (complete JSON).
 
     Does nothing when no timeline is recording; shutdown() stops it too.
@@ -118,74 +87,74 @@ def stop_timeline():
     _library.check(_library.load().tutti_stop_timeline())
 
 
-def built_with(feature):
+def built_with(feature: str) -> bool:
     """True when libtutti has `feature`: "tcp", "mpi", "nccl" or "cuda"."""
     return bool(_library.load().tutti_built_with(feature.encode()))
 
 
-def tcp_built():
+def tcp_built() -> bool:
     """True: the tcp backend is always built."""
     return built_with("tcp")
 
 
-def mpi_built():
+def mpi_built() -> bool:
     """True when libtutti was built with the mpi backend (Open MPI)."""
     return built_with("mpi")
 
 
-def nccl_built():
+def nccl_built() -> int:
     """The NCCL_VERSION_CODE libtutti was built with (e.g. 22809 for NCCL
     2.28.9; truthy) or 0 without NCCL, as Horovod's nccl_built()."""
     return int(_library.function("tutti_nccl_version")())
 
 
-def cuda_built():
+def cuda_built() -> bool:
     """True when libtutti was built with CUDA tensor support."""
     return built_with("cuda")
 
 
-def gloo_built():
+def gloo_built() -> bool:
     """True: tutti's tcp backend (always built) plays the role of Horovod's
     Gloo: collectives and negotiation over TCP without MPI."""
     return tcp_built()
 
 
-def rocm_built():
+def rocm_built() -> bool:
     """False: tutti has no ROCm support."""
     return False
 
 
-def ccl_built():
+def ccl_built() -> bool:
     """False: tutti has no oneCCL support."""
     return False
 
 
-def ddl_built():
+def ddl_built() -> bool:
     """False: tutti has no IBM DDL support."""
     return False
 
 
-def _backend():
+def _backend() -> Optional[str]:
     """The running runtime's backend ("tcp", "mpi", "nccl"), None when not initialised."""
     name = _library.function("tutti_backend")()
     return name.decode() if name is not None else None
 
 
-def mpi_enabled():
+def mpi_enabled() -> bool:
     """True when tutti is initialised on the mpi backend (TUTTI_BACKEND=mpi,
     or under mpirun), as Horovod's: MPI runs the controller. False before
     init() and on the other backends."""
     return _backend() == "mpi"
 
 
-def gloo_enabled():
+def gloo_enabled() -> bool:
     """True when tutti is initialised on its tcp controller (the tcp backend,
     or nccl, whose negotiation and host tensors go over tcp): Horovod's Gloo
     mode. False before init() and on the mpi backend."""
     return _backend() in ("tcp", "nccl")
 
 
-def mpi_threads_supported():
+def mpi_threads_supported() -> bool:
     """Whether MPI runs with MPI_THREAD_MULTIPLE, so that the script may call
     MPI (e.g. mpi4py) while tutti runs. As Horovod's: ValueError when MPI is
     not enabled (mpi_enabled() is False, also before init())."""
@@ -198,7 +167,7 @@ def mpi_threads_supported():
     return bool(supported)
 
 
-def is_homogeneous():
+def is_homogeneous() -> bool:
     """True when every host runs the same number of ranks, i.e. size() ==
     local_size() * cross_size() (cross_size() is the number of hosts). Each
     rank judges from its own host's count: with uneven hosts a rank on a host
@@ -212,7 +181,7 @@ def is_homogeneous():
         return False
 
 
-def library_version():
+def library_version() -> str:
     """Version string of the loaded libtutti, e.g. "0.1.0"."""
     return _library.load().tutti_version(None, None, None).decode()
 
@@ -220,7 +189,7 @@ def library_version():
 _atexit_registered = False
 
 
-def _register_atexit():
+def _register_atexit() -> None:
     # Leave the job cleanly when the interpreter exits without shutdown().
     global _atexit_registered
     if not _atexit_registered:

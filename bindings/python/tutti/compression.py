@@ -40,6 +40,8 @@ with compress and decompress) runs in Python around an uncompressed
 allreduce, as in Horovod.
 """
 
+from typing import Optional
+
 
 class Compressor:
     """Horovod's interface for compressing and decompressing a tensor. Subclass
@@ -68,7 +70,7 @@ class _CastCompressor(Compressor):
     """Casts floating-point tensors to torch.<_dtype> and back (ctx: the
     original dtype); other tensors pass through."""
 
-    _dtype = None
+    _dtype: Optional[str] = None  # the torch dtype's name
 
     @classmethod
     def compress(cls, tensor):

@@ -17,13 +17,15 @@ or a stall is a bug of the script and would fail again in the next
 generation, and a ShutdownError there is the driver ending the job.
 """
 
+from typing import Optional
+
 
 class TuttiError(RuntimeError):
     """Base of every tutti error. Attributes: code (int tutti_status), message (str)."""
 
     code = -1
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str, code: Optional[int] = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -108,12 +110,12 @@ class HostsUpdatedInterrupt(RuntimeError):
     with False.
     """
 
-    def __init__(self, skip_sync=False):
+    def __init__(self, skip_sync: bool = False) -> None:
         super().__init__("hosts were added to or removed from the elastic job")
         self.skip_sync = skip_sync
 
 
-def get_version_mismatch_message(name, version, installed_version):
+def get_version_mismatch_message(name: str, version: str, installed_version: str) -> str:
     """Horovod's message for a framework whose version changed since the build."""
     return ("Framework %s installed with version %s but found version %s. This can result "
             "in unexpected behavior including runtime errors." % (name, installed_version,
@@ -125,7 +127,7 @@ class HorovodVersionMismatchError(ImportError):
     installation (tutti loads libtutti with ctypes and never raises it; defined
     for code that names it)."""
 
-    def __init__(self, name, version, installed_version):
+    def __init__(self, name: str, version: str, installed_version: str) -> None:
         super().__init__(get_version_mismatch_message(name, version, installed_version))
         self.name = name
         self.version = version
@@ -149,7 +151,7 @@ _BY_CODE = {
 }
 
 
-def error_for(code, message):
+def error_for(code: int, message: Optional[str]) -> TuttiError:
     """Returns the TuttiError subclass instance for a non-zero tutti_status `code`."""
     cls = _BY_CODE.get(code, TuttiError)
     return cls(message or "tutti error %d" % code, code)

@@ -33,15 +33,17 @@ thread.
 
 import ctypes
 import threading
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from tutti import _library
+from tutti import _library, _placement
 from tutti.errors import InvalidArgumentError
 
 _lock = threading.Lock()
-_registered = {}  # process_set_id -> the ProcessSet object registered with it
+# process_set_id -> the ProcessSet object registered with it
+_registered: Dict[int, "ProcessSet"] = {}
 
 
-def _is_iterable(x):
+def _is_iterable(x: Any) -> bool:
     try:
         iter(x)
     except TypeError:
@@ -49,7 +51,7 @@ def _is_iterable(x):
     return True
 
 
-def _info(process_set_id):
+def _info(process_set_id: int) -> Tuple[int, int]:
     """(size, rank in set or -1) from libtutti. Raises InvalidArgumentError for
     an unknown id, NotInitializedError before init()."""
     size, rank = ctypes.c_int(), ctypes.c_int()
@@ -58,7 +60,7 @@ def _info(process_set_id):
     return size.value, rank.value
 
 
-def _list_from(fn_name, *args):
+def _list_from(fn_name: str, *args: Any) -> List[int]:
     """A list of ints from a libtutti copy-out query (ranks or ids)."""
     fn = _library.function(fn_name)
     count = ctypes.c_int()
@@ -68,7 +70,7 @@ def _list_from(fn_name, *args):
     return list(buf)[:count.value]
 
 
-def _registered_ranks(process_set_id):
+def _registered_ranks(process_set_id: int) -> List[int]:
     return _list_from("tutti_process_set_ranks", int(process_set_id))
 
 
@@ -82,11 +84,12 @@ class ProcessSet:
     Duplicate or out-of-range ranks are found at registration (ValueError).
     """
 
-    process_set_id = None
-    ranks = None
-    mpi_comm = None  # always None in tutti (Horovod's sets from an mpi4py communicator)
+    process_set_id: Optional[int] = None
+    # Horovod's class attribute; every instance sets a sorted list in __init__.
+    ranks: List[int] = None  # type: ignore[assignment]
+    mpi_comm: None = None  # always None in tutti (Horovod's sets from an mpi4py communicator)
 
-    def __init__(self, ranks_or_comm):
+    def __init__(self, ranks_or_comm: Iterable[int]) -> None:
         if not _is_iterable(ranks_or_comm):
             raise ValueError(
                 "ProcessSet(%r): tutti builds process sets from a list of global ranks only; an "
@@ -97,17 +100,17 @@ class ProcessSet:
                              "(ints), got %r" % (ranks,))
         self.ranks = sorted(ranks)
 
-    def _invalidate(self):
+    def _invalidate(self) -> None:
         self.process_set_id = None
 
-    def size(self):
+    def size(self) -> Optional[int]:
         """Number of ranks in the set; None while it is not registered.
         ValueError when its id is no longer registered."""
         if self.process_set_id is None:
             return None
         return _size_of(self.process_set_id)
 
-    def rank(self):
+    def rank(self) -> Optional[int]:
         """This process's rank within the set (0 for its smallest global
         rank); None while the set is not registered. ValueError when this
         process is not a member ("Process is not part of provided process
@@ -117,15 +120,13 @@ class ProcessSet:
             return None
         return _rank_in(self.process_set_id)
 
-    def included(self):
+    def included(self) -> Optional[bool]:
         """Whether this process is a member (None when ranks is None)."""
         if self.ranks is None:
             return None
-        from tutti.basics import rank
+        return _placement.rank() in self.ranks
 
-        return rank() in self.ranks
-
-    def __str__(self):
+    def __str__(self) -> str:
         return "ProcessSet(process_set_id=%s, ranks=%s, mpi_comm=%s)" % (
             self.process_set_id, self.ranks, self.mpi_comm)
 
@@ -134,31 +135,29 @@ class _GlobalProcessSet(ProcessSet):
     """Every rank of the job, id 0; ranks follow the running job (empty
     before init(), as Horovod's until init())."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__([])
         self.process_set_id = 0
 
-    @property
-    def ranks(self):
-        from tutti.basics import is_initialized, size
-
-        return list(range(size())) if is_initialized() else []
+    @property  # type: ignore[override]  # derived from the job: read-only
+    def ranks(self) -> List[int]:
+        return list(range(_placement.size())) if _placement.is_initialized() else []
 
     @ranks.setter
-    def ranks(self, value):
+    def ranks(self, value: object) -> None:
         pass  # derived from the job
 
-    def _invalidate(self):
+    def _invalidate(self) -> None:
         pass  # the global set is never removed
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "global_process_set"
 
 
 global_process_set = _GlobalProcessSet()
 
 
-def _checked_info(process_set_id):
+def _checked_info(process_set_id: int) -> Tuple[int, int]:
     try:
         return _info(process_set_id)
     except InvalidArgumentError as e:
@@ -167,19 +166,15 @@ def _checked_info(process_set_id):
             % (process_set_id, e), e.code) from None
 
 
-def _size_of(process_set_id):
+def _size_of(process_set_id: int) -> int:
     if process_set_id == 0:
-        from tutti.basics import size
-
-        return size()
+        return _placement.size()
     return _checked_info(process_set_id)[0]
 
 
-def _rank_in(process_set_id):
+def _rank_in(process_set_id: int) -> int:
     if process_set_id == 0:
-        from tutti.basics import rank
-
-        return rank()
+        return _placement.rank()
     rank = _checked_info(process_set_id)[1]
     if rank < 0:
         raise InvalidArgumentError("Process is not part of provided process set (id %d)"
@@ -187,7 +182,7 @@ def _rank_in(process_set_id):
     return rank
 
 
-def process_set_id(process_set):
+def process_set_id(process_set: Optional[object]) -> int:
     """The id to pass to libtutti for process_set= (None: the global set, 0).
 
     Raises InvalidArgumentError (a ValueError) for an object that is not a
@@ -209,18 +204,18 @@ def process_set_id(process_set):
     return int(process_set.process_set_id)
 
 
-def set_size(process_set):
+def set_size(process_set: Optional[object]) -> int:
     """Size of process_set (None: the global set) as the collectives see it."""
     return _size_of(process_set_id(process_set))
 
 
-def set_rank(process_set):
+def set_rank(process_set: Optional[object]) -> int:
     """This rank's rank within process_set (None: the global set); ValueError
     when not a member."""
     return _rank_in(process_set_id(process_set))
 
 
-def set_ranks(process_set):
+def set_ranks(process_set: Optional[object]) -> List[int]:
     """The global ranks of process_set (None: the global set), ascending."""
     ps_id = process_set_id(process_set)
     if ps_id == 0:
@@ -228,7 +223,7 @@ def set_ranks(process_set):
     return _registered_ranks(ps_id)
 
 
-def _register(process_set):
+def _register(process_set: ProcessSet) -> ProcessSet:
     """Registers process_set's ranks (collective) and records the object."""
     new_id = ctypes.c_int()
     n = len(process_set.ranks)
@@ -243,7 +238,7 @@ def _register(process_set):
     return process_set
 
 
-def add_process_set(process_set):
+def add_process_set(process_set: Union[ProcessSet, Iterable[int]]) -> ProcessSet:
     """Registers a process set after init() and returns it (Horovod's
     hvd.add_process_set). process_set: a ProcessSet or an iterable of global
     ranks (a new ProcessSet is made). Collective over every rank of the job:
@@ -260,7 +255,7 @@ def add_process_set(process_set):
     return _register(process_set)
 
 
-def remove_process_set(process_set):
+def remove_process_set(process_set: ProcessSet) -> bool:
     """Unregisters process_set (collective, like add_process_set) and
     invalidates the object (process_set_id becomes None). Returns True when
     it was removed; False for the global set or a set that is not registered
@@ -278,7 +273,7 @@ def remove_process_set(process_set):
     return True
 
 
-def process_set_by_id(process_set_id):
+def process_set_by_id(process_set_id: int) -> ProcessSet:
     """The registered ProcessSet with this id (tutti's; an intermediate
     Horovod had it). ValueError for an unknown id."""
     if process_set_id == 0:
@@ -290,13 +285,13 @@ def process_set_by_id(process_set_id):
     return found
 
 
-def process_sets():
+def process_sets() -> List[ProcessSet]:
     """Every registered ProcessSet, the global set first, by id."""
     with _lock:
         return [global_process_set] + [_registered[k] for k in sorted(_registered)]
 
 
-def _static_entries(process_set_list):
+def _static_entries(process_set_list: Union[None, str, Sequence[Any]]) -> List[ProcessSet]:
     """The list of ProcessSets of init(process_sets=...): None and "dynamic"
     (Horovod's opt-in; tutti needs none) give []. ValueError otherwise."""
     if process_set_list is None:
@@ -314,7 +309,7 @@ def _static_entries(process_set_list):
     return entries
 
 
-def _init_process_sets(entries, was_initialized):
+def _init_process_sets(entries: List[ProcessSet], was_initialized: bool) -> None:
     """Registers init(process_sets=...)'s sets, in order (collective). Horovod's
     rules: an entry with the ranks of the global set or of an earlier entry is
     a duplicate: invalidated, and init() raises ValueError naming it after
@@ -347,7 +342,7 @@ def _init_process_sets(entries, was_initialized):
         raise first_error
 
 
-def _forget_all():
+def _forget_all() -> None:
     """Invalidates every registered set (after a shutdown or an elastic leave:
     the new runtime knows the global set only)."""
     with _lock:

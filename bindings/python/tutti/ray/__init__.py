@@ -36,6 +36,7 @@ worker's function reaches ``run`` / ``execute`` as Ray's ``RayTaskError``.
 """
 
 import dataclasses
+import os
 import secrets
 import socket
 from typing import Any, Callable, Dict, List, Optional
@@ -65,7 +66,7 @@ def placement_env(node_ips: List[str]) -> List[Dict[str, str]]:
     nodes: Dict[str, List[int]] = {}
     for rank, ip in enumerate(node_ips):
         nodes.setdefault(ip, []).append(rank)
-    envs = [None] * len(node_ips)
+    envs: List[Dict[str, str]] = [{} for _ in node_ips]
     for cross_rank, ranks in enumerate(nodes.values()):
         for local_rank, rank in enumerate(ranks):
             envs[rank] = {
@@ -94,7 +95,6 @@ class _Worker:
             return s.getsockname()[1]
 
     def set_env(self, env: Dict[str, str]) -> None:
-        import os
         os.environ.update(env)
 
     def start_executable(self, cls, args, kwargs) -> None:
@@ -144,10 +144,10 @@ class RayExecutor:
         self.cpus_per_worker = cpus_per_worker
         self.use_gpu = use_gpu
         self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
-        self.workers = []
+        self.workers: List[Any] = []
         self._placement_group = None
 
-    def start(self, executable_cls: type = None, executable_args: Optional[List] = None,
+    def start(self, executable_cls: Optional[type] = None, executable_args: Optional[List] = None,
               executable_kwargs: Optional[Dict] = None,
               extra_env_vars: Optional[Dict[str, str]] = None) -> None:
         """Creates the workers and their tutti environment; with

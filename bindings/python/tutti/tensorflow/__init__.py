@@ -50,6 +50,13 @@ from tutti.process_sets import (
     global_process_set,
     remove_process_set,
 )
+
+# hvd.elastic: TensorFlowKerasState, TensorFlowState, run.
+from tutti.tensorflow import elastic  # noqa: F401
+
+# The Keras optimizer that DistributedOptimizer returns (Keras 3 comes with
+# TensorFlow 2.16 and later).
+from tutti.tensorflow import keras as _keras
 from tutti.tensorflow.collectives import (
     allreduce,
     grouped_allreduce,
@@ -94,7 +101,6 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     del use_locking  # a TF1 optimizer argument
     if op == Adasum:
         raise ValueError("op == Adasum is not supported yet with Keras")
-    from tutti.tensorflow import keras as _keras
     return _keras.DistributedOptimizer(
         optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
         compression=compression, sparse_as_dense=sparse_as_dense,
@@ -103,6 +109,3 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
         average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
         groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
 
-
-# hvd.elastic: TensorFlowKerasState, TensorFlowState, run (imports the modules above).
-from tutti.tensorflow import elastic  # noqa: E402

@@ -112,7 +112,7 @@ def _grouped_dense(spec, tensors, name, op, prescale_factor, postscale_factor, p
         t = tf.convert_to_tensor(t)
         by_dtype.setdefault(t.dtype, []).append((i, t))
     results = [None] * len(tensors)
-    for k, (dtype, members) in enumerate(by_dtype.items()):
+    for k, members in enumerate(by_dtype.values()):
         group_name = name if name is None or len(by_dtype) == 1 else "%s_%d" % (name, k)
         reduced = mpi_ops._grouped_allreduce(
             [t for _, t in members], name=group_name, op=op, prescale_factor=prescale_factor,

@@ -161,7 +161,9 @@ def _reset():
     try:
         _elastic.leave()
     except (WaitTimeoutError, TuttiIOError) as e:
-        warnings.warn("tutti.elastic: leaving generation: %s; joining the next one anyway" % e)
+        # stacklevel 1: the warning is about the job, not the caller's line.
+        warnings.warn("tutti.elastic: leaving generation: %s; joining the next one anyway" % e,
+                      stacklevel=1)
     _elastic.join()
 
 

@@ -15,6 +15,8 @@ local_layers) are not reduced; with scale_local_gradients their gradients
 are divided by the set's size, as Horovod's.
 """
 
+from typing import Any, Dict
+
 import tensorflow as tf
 
 from tutti import process_sets as _process_sets
@@ -23,7 +25,7 @@ from tutti.tensorflow import collectives
 from tutti.tensorflow.compression import Compression
 from tutti.tensorflow.mpi_ops import Average
 
-_cache = {}
+_cache: Dict[Any, Any] = {}
 
 
 def _key(var):

@@ -42,6 +42,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as _tf_ops
 
 from tutti import process_sets as _process_sets
+from tutti.basics import rank
 from tutti.process_sets import global_process_set
 from tutti.tensorflow import _loader
 
@@ -192,7 +193,6 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
 @_tf_ops.RegisterGradient("TuttiBroadcast")
 def _broadcast_grad(op, grad):
     root_rank = op.get_attr("root_rank")
-    from tutti.basics import rank
     reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"),
                          process_set=_set_of(op.get_attr("process_set_id")))
     return reduced if rank() == root_rank else reduced * 0

@@ -8,7 +8,6 @@ tutti.torch.sync_batch_norm.SyncBatchNorm, and tutti.torch.p2p for
 point-to-point messages (send, recv and their async forms).
 """
 
-from tutti.basics import init as _init_job
 from tutti.errors import (
     DuplicateNameError,
     HorovodInternalError,
@@ -24,31 +23,23 @@ from tutti.errors import (
     TuttiIOError,
     WaitTimeoutError,
 )
-from tutti.torch import _torchrun
+
+# hvd.elastic: TorchState, ElasticSampler, run.
+from tutti.torch import elastic  # noqa: F401
+from tutti.torch._init import init  # noqa: F401
 from tutti.torch.functions import (
     allgather_object,
     broadcast_object,
     broadcast_optimizer_state,
     broadcast_parameters,
 )
+
 # The collectives, queries, reduce ops, process sets and Compression: the
 # names Horovod's horovod.torch takes from its mpi_ops (tutti.torch.mpi_ops.__all__).
-from tutti.torch.mpi_ops import *  # noqa: E402,F401,F403
+from tutti.torch.mpi_ops import *  # noqa: F401,F403
 from tutti.torch.ops import bytes_sent
 from tutti.torch.optimizer import DistributedOptimizer
 from tutti.torch.p2p import recv, recv_async, send, send_async
 from tutti.torch.sparse import SparseHandle, sparse_allreduce
 from tutti.torch.sync_batch_norm import SyncBatchNorm
 
-
-def init(comm=None, process_sets=None):
-    """tutti.init() (see tutti.basics.init). Under torchrun without tuttirun's
-    variables, the ranks first meet through torchrun's store
-    (tutti.torch._torchrun): hvd.init() works under either launcher."""
-    if comm is None and process_sets in (None, []):
-        _torchrun.set_env_from_torchrun()
-    _init_job(comm, process_sets)
-
-
-# hvd.elastic: TorchState, ElasticSampler, run (imports the modules above).
-from tutti.torch import elastic  # noqa: E402

@@ -22,17 +22,13 @@ import torch
 
 from tutti.compression import NativeCompressor
 from tutti.torch import ops
+from tutti.torch._optimizer_setup import (
+    check_backward_passes,
+    construction_index,
+    named_parameters_of,
+    register_grad_hooks,
+)
 from tutti.torch.compression import Compression
-
-
-def check_backward_passes(remaining):
-    """Horovod's error for a gradient computed more than backward_passes_per_step
-    times before step(): `remaining` is the parameter's allreduce delay left."""
-    if remaining <= 0:
-        raise AssertionError(
-            "Gradients were computed more than backward_passes_per_step times "
-            "before call to step(). Increase backward_passes_per_step to "
-            "accumulate gradients locally.")
 
 
 def _check_compression(compression):
@@ -53,13 +49,11 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step,
                  process_set):
         super(self.__class__, self).__init__(params)
-        from tutti.torch import optimizer as _optimizer
-
-        index = _optimizer._construction_index(process_set)
+        index = construction_index(process_set)
         self._name_prefix = "#%d" % index if index else ""
         self._compression = _check_compression(compression)
         self._process_set = process_set
-        named_parameters = _optimizer._named_parameters(self.param_groups, named_parameters)
+        named_parameters = named_parameters_of(self.param_groups, named_parameters)
         if backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be > 0 (got %d)"
                              % backward_passes_per_step)
@@ -79,9 +73,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
     def _register_hooks(self):
-        from tutti.torch import optimizer as _optimizer
-
-        _optimizer._register_grad_hooks(self, allocate_grads=True)
+        register_grad_hooks(self, allocate_grads=True)
 
     def _allreduce_delta_async(self, p):
         """Steps the wrapped optimizer on p alone, turns p into the delta and

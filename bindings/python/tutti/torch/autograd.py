@@ -25,26 +25,31 @@ whose rows allgather's gradient keeps are the set's (Horovod's
 process_set.size() and .rank()); broadcast's root_rank stays global.
 """
 
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
 import torch
 
 from tutti import process_sets
 from tutti.basics import rank
 from tutti.compression import Compression, native_spec
+from tutti.torch import _async_ops, exchange
 from tutti.torch import grouped as _grouped
-from tutti.torch import ops
+from tutti.torch._core import Average, Sum, check_tensor
+from tutti.torch._handles import synchronize
 
 _OPTIONS = 3  # leading non-tensor arguments of the Functions' forward
 
 
-def _run(is_grouped, one, group, tensors, **kwargs):
+def _run(is_grouped: bool, one: Callable[..., Any], group: Callable[..., Any],
+         tensors: Sequence[torch.Tensor], **kwargs: Any) -> List[torch.Tensor]:
     """[op `one` on tensors[0]], or the list of results of op `group` on the list."""
     return list(group(list(tensors), **kwargs)) if is_grouped else [one(tensors[0], **kwargs)]
 
 
-def _synced(start):
+def _synced(start: Callable[..., int]) -> Callable[..., Any]:
     """The blocking form of an async op, for forward (the blocking ops would
     apply the Function again)."""
-    return lambda *args, **kwargs: ops.synchronize(start(*args, **kwargs))
+    return lambda *args, **kwargs: synchronize(start(*args, **kwargs))
 
 
 class AllreduceFunction(torch.autograd.Function):
@@ -54,14 +59,16 @@ class AllreduceFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, is_grouped, name, options, *tensors):
         ctx.is_grouped, ctx.options = is_grouped, options
-        return tuple(_run(is_grouped, _synced(ops.allreduce_async),
-                          _synced(ops.grouped_allreduce_async), tensors,
+        return tuple(_run(is_grouped, _synced(_async_ops.allreduce_async),
+                          _synced(_async_ops.grouped_allreduce_async), tensors,
                           name=name, **options))
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None,) * _OPTIONS + tuple(_run(ctx.is_grouped, ops.allreduce,
-                                                ops.grouped_allreduce, grads, **ctx.options))
+        options = dict(ctx.options)  # Horovod's HorovodAllreduce passes no compression
+        compression = options.pop("compression", Compression.none)
+        return (None,) * _OPTIONS + tuple(allreduce(grads, ctx.is_grouped, None, compression,
+                                                    **options))
 
 
 class AllgatherFunction(torch.autograd.Function):
@@ -70,7 +77,7 @@ class AllgatherFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, is_grouped, name, options, *tensors):
-        outs = _run(is_grouped, _synced(ops.allgather_async),
+        outs = _run(is_grouped, _synced(_async_ops.allgather_async),
                     _synced(_grouped.grouped_allgather_async), tensors, name=name, **options)
         ctx.is_grouped, ctx.options = is_grouped, options
         ctx.rows = [t.shape[0] for t in tensors]
@@ -78,9 +85,10 @@ class AllgatherFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        reduced = _run(ctx.is_grouped, ops.allreduce, ops.grouped_allreduce, grads,
-                       op=ops.Average, **ctx.options)
-        every = ops.allgather(torch.tensor([ctx.rows], dtype=torch.int64), **ctx.options)
+        reduced = allreduce(grads, ctx.is_grouped, None, Compression.none, op=Average,
+                            prescale_factor=1.0, postscale_factor=1.0, **ctx.options)
+        every = allgather([torch.tensor([ctx.rows], dtype=torch.int64)], False, None,
+                          **ctx.options)[0]
         offsets = every[:process_sets.set_rank(ctx.options["process_set"])].sum(dim=0).tolist()
         return (None,) * _OPTIONS + tuple(g.narrow(0, offset, rows) for g, offset, rows
                                           in zip(reduced, offsets, ctx.rows))
@@ -94,7 +102,7 @@ class ReducescatterFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, is_grouped, name, options, *tensors):
         ctx.is_grouped, ctx.options = is_grouped, options
-        return tuple(_run(is_grouped, _synced(ops.reducescatter_async),
+        return tuple(_run(is_grouped, _synced(exchange.reducescatter_async),
                           _synced(_grouped.grouped_reducescatter_async), tensors, name=name,
                           **options))
 
@@ -102,11 +110,10 @@ class ReducescatterFunction(torch.autograd.Function):
     def backward(ctx, *grads):
         o = ctx.options
         n = process_sets.set_size(o["process_set"])
-        scale = (n if o["op"] == ops.Sum else 1) * o["prescale_factor"] * o["postscale_factor"]
+        scale = (n if o["op"] == Sum else 1) * o["prescale_factor"] * o["postscale_factor"]
         scaled = [g * scale for g in grads] if scale != 1 else grads
-        return (None,) * _OPTIONS + tuple(_run(ctx.is_grouped, ops.allgather,
-                                                _grouped.grouped_allgather, scaled,
-                                                process_set=o["process_set"]))
+        return (None,) * _OPTIONS + tuple(allgather(scaled, ctx.is_grouped, None,
+                                                    o["process_set"]))
 
 
 class BroadcastFunction(torch.autograd.Function):
@@ -116,11 +123,12 @@ class BroadcastFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, root_rank, name, options, tensor):
         ctx.root_rank, ctx.options = root_rank, options
-        return ops.synchronize(ops.broadcast_async(tensor, root_rank, name=name, **options))
+        return synchronize(_async_ops.broadcast_async(tensor, root_rank, name=name, **options))
 
     @staticmethod
     def backward(ctx, grad):
-        reduced = ops.allreduce(grad, op=ops.Average, **ctx.options)
+        reduced = allreduce([grad], False, None, Compression.none, op=Average,
+                            prescale_factor=1.0, postscale_factor=1.0, **ctx.options)[0]
         return (None,) * _OPTIONS + (reduced if rank() == ctx.root_rank
                                      else torch.zeros_like(reduced),)
 
@@ -131,18 +139,20 @@ class AlltoallFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, splits, name, options, tensor):
-        out, received = ops.synchronize(ops.alltoall_async(tensor, splits, name=name, **options))
+        out, received = synchronize(exchange.alltoall_async(tensor, splits, name=name,
+                                                            **options))
         ctx.received, ctx.options = received, options
         ctx.mark_non_differentiable(received)
         return out, received
 
     @staticmethod
     def backward(ctx, grad, _):
-        back, _ = ops.alltoall(grad, splits=ctx.received, **ctx.options)
+        back, _ = alltoall(grad, ctx.received, None, ctx.options["process_set"])
         return (None,) * _OPTIONS + (back,)
 
 
-def _compressed(compression, tensors):
+def _compressed(compression: object, tensors: Sequence[torch.Tensor]
+                ) -> Tuple[Optional[str], List[torch.Tensor], Callable[[List[Any]], List[Any]]]:
     """(spec for tutti's C++ stage or None, the tensors to send, decompress):
     a Horovod-style compressor runs in Python around an uncompressed op."""
     spec, python_side = native_spec(compression)
@@ -150,39 +160,48 @@ def _compressed(compression, tensors):
         return spec, list(tensors), list
     tensors = list(tensors)
     for i, t in enumerate(tensors):  # tutti's error, not the compressor's, for a bad input
-        ops._check_tensor(t, "tensors[%d]" % i if len(tensors) > 1 else "tensor")
+        check_tensor(t, "tensors[%d]" % i if len(tensors) > 1 else "tensor")
     pairs = [python_side.compress(t) for t in tensors]
     return (Compression.none.spec, [p[0] for p in pairs],
             lambda outs: [python_side.decompress(o, p[1]) for o, p in zip(outs, pairs)])
 
 
-def _apply(function, first, name, options, tensors):
+def _apply(function: Any, first: object, name: Optional[str], options: dict,
+           tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     return list(function.apply(first, name, options, *tensors))
 
 
-def allreduce(tensors, is_grouped, name, compression, **options):
-    """The list of outputs of ops.allreduce (one tensor) or ops.grouped_allreduce."""
+def allreduce(tensors: Sequence[torch.Tensor], is_grouped: bool, name: Optional[str],
+              compression: object, **options: Any) -> List[torch.Tensor]:
+    """The list of outputs of ops.allreduce (one tensor) or ops.grouped_allreduce.
+    options: op (a code), prescale_factor, postscale_factor, process_set."""
     spec, inputs, decompress = _compressed(compression, tensors)
     return decompress(_apply(AllreduceFunction, is_grouped, name,
                              dict(options, compression=spec), inputs))
 
 
-def reducescatter(tensors, is_grouped, name, compression, **options):
-    """The list of outputs of ops.reducescatter or grouped.grouped_reducescatter
-    (tutti's C++ compressors do not apply: a Compression member is ignored)."""
+def reducescatter(tensors: Sequence[torch.Tensor], is_grouped: bool, name: Optional[str],
+                  compression: object, **options: Any) -> List[torch.Tensor]:
+    """The list of outputs of ops.reducescatter or ops.grouped_reducescatter
+    (tutti's C++ compressors do not apply: a Compression member is ignored).
+    options: op (a code), prescale_factor, postscale_factor, process_set."""
     _, inputs, decompress = _compressed(compression, tensors)
     return decompress(_apply(ReducescatterFunction, is_grouped, name, options, inputs))
 
 
-def allgather(tensors, is_grouped, name, process_set):
-    """The list of outputs of ops.allgather or grouped.grouped_allgather."""
+def allgather(tensors: Sequence[torch.Tensor], is_grouped: bool, name: Optional[str],
+              process_set: Optional[object]) -> List[torch.Tensor]:
+    """The list of outputs of ops.allgather or ops.grouped_allgather."""
     return _apply(AllgatherFunction, is_grouped, name, {"process_set": process_set}, tensors)
 
 
-def broadcast(tensor, root_rank, name, process_set):
+def broadcast(tensor: torch.Tensor, root_rank: int, name: Optional[str],
+              process_set: Optional[object]) -> torch.Tensor:
+    """ops.broadcast's output."""
     return BroadcastFunction.apply(root_rank, name, {"process_set": process_set}, tensor)
 
 
-def alltoall(tensor, splits, name, process_set):
+def alltoall(tensor: torch.Tensor, splits: object, name: Optional[str],
+             process_set: Optional[object]) -> Tuple[torch.Tensor, torch.Tensor]:
     """(output, received_splits), as alltoall_async's result."""
     return AlltoallFunction.apply(splits, name, {"process_set": process_set}, tensor)

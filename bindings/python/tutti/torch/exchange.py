@@ -1,116 +1,87 @@
-"""Alltoall and reducescatter on PyTorch tensors: the collectives where each
-rank receives its own part of the data (Horovod's alltoall, alltoall_async,
-reducescatter, reducescatter_async).
+"""Alltoall and reducescatter on PyTorch tensors, asynchronous forms: the
+collectives where each rank receives its own part of the data (Horovod's
+alltoall_async, reducescatter_async), on tutti.torch._core.
 
-Re-exported by tutti.torch.ops and tutti.torch, which is how they are meant
-to be imported. Tensors, names, process sets, errors and thread-safety: as
-the module docstring of tutti.torch.ops says for every op.
+Re-exported, with their blocking forms alltoall and reducescatter, by
+tutti.torch.ops and tutti.torch, which is how they are meant to be imported.
+Tensors, names, process sets, errors and thread-safety: as the module
+docstring of tutti.torch.ops says for every op.
 """
 
 import ctypes
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from tutti import _library
 from tutti.errors import InvalidArgumentError
-from tutti.torch.ops import (
-    _check_tensor,
-    _contiguous,
-    _desc,
-    _encode,
-    _lib,
-    _op_code,
-    _options,
-    _output_tensor,
-    _process_set_id,
-    _register,
+from tutti.torch import _core
+from tutti.torch._core import (
+    check_tensor,
+    contiguous,
+    enqueue_alltoall,
+    enqueue_reducescatter,
+    op_code,
+    output_tensor,
+    process_set_id,
 )
+from tutti.torch._handles import register
 
 
-def alltoall_async(tensor, splits=None, name=None, process_set=None):
+def _checked_splits(splits: Any) -> Optional[List[int]]:
+    """alltoall's splits as a list of ints (None stays None); InvalidArgumentError
+    for a float, complex or bool tensor or a value that is not an integer."""
+    if splits is None:
+        return None
+    if torch.is_tensor(splits) and (splits.dtype.is_floating_point or splits.dtype.is_complex
+                                    or splits.dtype == torch.bool):
+        # As Horovod: the splits tensor's dtype is checked, not its values.
+        raise InvalidArgumentError(
+            "alltoall splits is a %s tensor; expected an integer tensor (torch.int32 as "
+            "Horovod, or int64) or a list of ints" % splits.dtype, 1)
+    values = splits.tolist() if torch.is_tensor(splits) else list(splits)
+    for v in values:
+        if isinstance(v, bool) or int(v) != v:
+            raise InvalidArgumentError(
+                "alltoall splits must be integers (rows per rank), got %r" % (values,), 1)
+    return [int(v) for v in values]
+
+
+def alltoall_async(tensor: torch.Tensor, splits: Union[None, torch.Tensor, Sequence[int]] = None,
+                   name: Optional[str] = None, process_set: Optional[object] = None) -> int:
     """Starts an alltoall: splits[p] consecutive rows of `tensor` go to rank p.
 
     splits: None (dim 0 divided evenly; must divide by size()) or a list/1-D
     tensor of size() non-negative ints summing to at most tensor.shape[0].
     synchronize() returns (output, received_splits) where output is the rows
     received, concatenated in rank order, and received_splits an int32 tensor."""
-    ps_id = _process_set_id(process_set)
-    _check_tensor(tensor)
-    inp = _contiguous(tensor)
-    if splits is None:
-        c_splits, n = None, 0
-    else:
-        if torch.is_tensor(splits) and (splits.dtype.is_floating_point or splits.dtype.is_complex
-                                        or splits.dtype == torch.bool):
-            # As Horovod: the splits tensor's dtype is checked, not its values.
-            raise InvalidArgumentError(
-                "alltoall splits is a %s tensor; expected an integer tensor (torch.int32 as "
-                "Horovod, or int64) or a list of ints" % splits.dtype, 1)
-        values = splits.tolist() if torch.is_tensor(splits) else list(splits)
-        for v in values:
-            if isinstance(v, bool) or int(v) != v:
-                raise InvalidArgumentError(
-                    "alltoall splits must be integers (rows per rank), got %r" % (values,), 1)
-        n = len(values)
-        c_splits = (ctypes.c_int64 * n)(*[int(v) for v in values])
-    handle = _library.c_handle()
-    d = _desc(inp)
-    _library.check(_library.function("tutti_alltoall_async_opts")(
-        ctypes.byref(d), c_splits, n, _encode(name), _options(ps_id), ctypes.byref(handle)))
+    ps_id = process_set_id(process_set)
+    check_tensor(tensor)
+    inp = contiguous(tensor)
+    h = enqueue_alltoall(inp, _checked_splits(splits), name, ps_id)
 
-    def finish(hs):
-        out = _output_tensor(hs[0], inp.device)
+    def finish(hs: List[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+        out = output_tensor(hs[0], inp.device)
         count = ctypes.c_int()
-        _library.check(_lib().tutti_handle_received_splits(hs[0], None, 0, ctypes.byref(count)))
+        lib = _core.lib()
+        _library.check(lib.tutti_handle_received_splits(hs[0], None, 0, ctypes.byref(count)))
         buf = (ctypes.c_int64 * max(count.value, 1))()
-        _library.check(_lib().tutti_handle_received_splits(hs[0], buf, count.value, None))
+        _library.check(lib.tutti_handle_received_splits(hs[0], buf, count.value, None))
         return out, torch.tensor(list(buf)[:count.value], dtype=torch.int32)
 
-    return _register([handle.value], (inp,), finish)
+    return register([h], (inp,), finish)
 
 
-def alltoall(tensor, splits=None, name=None, process_set=None):
-    """Blocking alltoall. Returns the output tensor, or (output, received_splits)
-    when `splits` was given (Horovod's convention). Differentiable
-    (tutti.torch.autograd)."""
-    from tutti.torch import autograd
-
-    out, received = autograd.alltoall(tensor, splits, name, process_set)
-    return out if splits is None else (out, received)
-
-
-def reducescatter_async(tensor, name=None, op=None, process_set=None, prescale_factor=1.0,
-                        postscale_factor=1.0):
+def reducescatter_async(tensor: torch.Tensor, name: Optional[str] = None,
+                        op: Optional[int] = None, process_set: Optional[object] = None,
+                        prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> int:
     """Starts a reducescatter: the input (same shape on every rank) is reduced
     (op: Average default, Sum, Min, Max, Product) and rank r receives rows
     [offset_r, offset_r + rows_r), rows_r = d0 // size plus one for the first
     d0 % size ranks. synchronize() returns the new tensor."""
-    ps_id = _process_set_id(process_set)
-    _check_tensor(tensor)
-    op = _op_code(op)
-    inp = _contiguous(tensor)
-    h = _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor, ps_id)
-    return _register([h], (inp,), lambda hs: _output_tensor(hs[0], inp.device))
-
-
-def _enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor, ps_id=0):
-    handle = _library.c_handle()
-    d = _desc(inp)
-    _library.check(_library.function("tutti_reducescatter_async_opts")(
-        ctypes.byref(d), _encode(name), op, float(prescale_factor), float(postscale_factor),
-        _options(ps_id), ctypes.byref(handle)))
-    return handle.value
-
-
-def reducescatter(tensor, name=None, compression=None, op=None, process_set=None,
-                  prescale_factor=1.0, postscale_factor=1.0):
-    """Blocking reducescatter; returns this rank's rows of the reduction.
-    compression: tutti's C++ compressors apply to allreduce only, so a
-    tutti.Compression member (or None) leaves reducescatter uncompressed; a
-    Horovod-style Python compressor runs around it. Differentiable
-    (tutti.torch.autograd)."""
-    from tutti.torch import autograd
-
-    return autograd.reducescatter([tensor], False, name, compression, op=_op_code(op),
-                                  prescale_factor=prescale_factor,
-                                  postscale_factor=postscale_factor, process_set=process_set)[0]
+    ps_id = process_set_id(process_set)
+    check_tensor(tensor)
+    op = op_code(op)
+    inp = contiguous(tensor)
+    h = enqueue_reducescatter(inp, name, op, prescale_factor, postscale_factor, ps_id)
+    return register([h], (inp,), lambda hs: output_tensor(hs[0], inp.device))

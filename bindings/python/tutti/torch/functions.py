@@ -11,6 +11,7 @@ interleave differently on different ranks (give them distinct names).
 
 import pickle
 import threading
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -22,7 +23,8 @@ from tutti.torch import ops
 from tutti.torch.ops import allgather, broadcast_, broadcast_async_, synchronize  # noqa: F401
 
 
-def broadcast_parameters(params, root_rank=0, process_set=None):
+def broadcast_parameters(params: Any, root_rank: int = 0,
+                         process_set: Optional[object] = None) -> None:
     """Overwrites `params` on every rank with root_rank's values, in place.
 
     params: a dict name -> tensor (model.state_dict(); broadcast in sorted-name
@@ -46,14 +48,14 @@ def broadcast_parameters(params, root_rank=0, process_set=None):
         ops.synchronize(h)
 
 
-def _describe_state(optimizer):
+def _describe_state(optimizer: Any) -> Dict[str, Any]:
     """Root's state as a picklable description: per-group options, and per
     parameter index (in param_group order) each state entry as ("tensor",
     shape, dtype, on the parameter's device) or ("value", value)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     state = {}
     for index, p in enumerate(params):
-        entries = {}
+        entries: Dict[Any, Tuple[Any, ...]] = {}
         for key, value in optimizer.state.get(p, {}).items():
             if torch.is_tensor(value):
                 entries[key] = ("tensor", tuple(value.shape), value.dtype,
@@ -66,7 +68,8 @@ def _describe_state(optimizer):
     return {"groups": groups, "state": state, "num_params": len(params)}
 
 
-def _shape_like_root(optimizer, desc, params):
+def _shape_like_root(optimizer: Any, desc: Dict[str, Any], params: List[torch.Tensor]
+                     ) -> List[Tuple[str, torch.Tensor]]:
     """Makes the optimizer's options and state entries those of root's
     description `desc`: options set, values copied, entries and parameter
     states root lacks removed, tensors allocated where missing or different.
@@ -100,7 +103,7 @@ def _shape_like_root(optimizer, desc, params):
     return tensors
 
 
-def _sparse_parameter_ids(model):
+def _sparse_parameter_ids(model: Any) -> set:
     """ids of the parameters of model's sparse Embeddings (Horovod's model= argument)."""
     if model is None:
         return set()
@@ -108,7 +111,7 @@ def _sparse_parameter_ids(model):
             if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
 
 
-def _initialize_state(optimizer, model):
+def _initialize_state(optimizer: Any, model: Any) -> None:
     """Horovod's state initialization (horovod/torch/functions.py 0.28.1): an
     optimizer without state gives every parameter that requires grad a zero
     gradient of its shape (sparse for SparseAdam, and for SGD on a sparse
@@ -136,7 +139,8 @@ def _initialize_state(optimizer, model):
 _DISTRIBUTED_MODULES = ("tutti.torch.optimizer", "tutti.torch.adasum_optimizer")
 
 
-def broadcast_optimizer_state(optimizer, root_rank=0, model=None, process_set=None):
+def broadcast_optimizer_state(optimizer: Any, root_rank: int = 0, model: Any = None,
+                              process_set: Optional[object] = None) -> None:
     """Makes every rank's optimizer state equal to root_rank's: every
     param_group option (lr, momentum, ...) and every per-parameter entry
     (momentum buffers, Adam's moments and step counts).
@@ -170,11 +174,13 @@ def broadcast_optimizer_state(optimizer, root_rank=0, model=None, process_set=No
         ops.synchronize(h)
 
 
-_unnamed = {"generation": None, "calls": {}}  # this rank's unnamed object collectives
+# this rank's unnamed object collectives
+_unnamed: Dict[str, Any] = {"generation": None, "calls": {}}
 _unnamed_lock = threading.Lock()
 
 
-def _object_name(kind, name, process_set=None):
+def _object_name(kind: str, name: Optional[object], process_set: Optional[object] = None
+                 ) -> str:
     """`name`, or for name=None "<kind>.noname.<n>": n counts this rank's
     unnamed broadcast_object/allgather_object calls over process_set (since
     import, or in an elastic job since it joined the current generation).
@@ -184,7 +190,7 @@ def _object_name(kind, name, process_set=None):
     the root passing its dict as "dict.sz", the others None as "NoneType.sz".)"""
     if name is not None:
         return str(name)
-    ps_id = ops._process_set_id(process_set)
+    ps_id = process_sets.process_set_id(process_set)
     generation = elastic.generation()
     with _unnamed_lock:
         if _unnamed["generation"] != generation:
@@ -194,7 +200,7 @@ def _object_name(kind, name, process_set=None):
     return "%s.noname.%d" % (kind, n)
 
 
-def _pickled(obj):
+def _pickled(obj: Any) -> Tuple[torch.Tensor, int, Optional[BaseException]]:
     """(uint8 payload, signed length, error): obj's pickle and its length, or
     for an object that cannot be pickled the error's text, minus its length,
     and the error, so that the other ranks learn of it through the collective."""
@@ -206,7 +212,8 @@ def _pickled(obj):
     return payload, -len(data) if error else len(data), error
 
 
-def _payloads(kind, ranks, lengths, raw, error):
+def _payloads(kind: str, ranks: Sequence[int], lengths: Sequence[int], raw: bytes,
+              error: Optional[BaseException]) -> List[bytes]:
     """The pickles of `ranks`, concatenated in `raw` with these signed lengths.
     Raises InvalidArgumentError, the same on every rank, naming each rank that
     could not pickle its object and why (chained to this rank's error)."""
@@ -222,7 +229,8 @@ def _payloads(kind, ranks, lengths, raw, error):
     return chunks
 
 
-def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
+                     process_set: Optional[object] = None) -> Any:
     """Returns root_rank's `obj` on every rank (pickled; the others' obj is
     ignored, e.g. None). Root returns its own object unchanged. name: see
     _object_name (None: generated, the same on every rank whatever the
@@ -230,6 +238,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     every rank; later collectives work."""
     name = _object_name("broadcast_object", name, process_set)
     is_root = rank() == root_rank
+    payload: Any
     payload, n, error = _pickled(obj) if is_root else (None, 0, None)
     length = torch.tensor([n], dtype=torch.int64)
     ops.broadcast_(length, root_rank, name + ".len", process_set)
@@ -241,7 +250,8 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     return obj if is_root else pickle.loads(chunk)
 
 
-def allgather_object(obj, name=None, process_set=None):
+def allgather_object(obj: Any, name: Optional[str] = None,
+                     process_set: Optional[object] = None) -> List[Any]:
     """Returns the list of every rank's `obj` (pickled), in rank order. name:
     as broadcast_object's. An object that a rank cannot pickle raises
     InvalidArgumentError on every rank, naming the ranks; later collectives work."""

@@ -13,6 +13,8 @@ check_installed_version and check_extension (they check Horovod's compiled
 extension against the installed framework; tutti has none).
 """
 
+from typing import Any, Callable, Optional
+
 import torch
 
 from tutti.basics import (  # noqa: F401 (re-exported)
@@ -45,15 +47,10 @@ from tutti.process_sets import (  # noqa: F401
     global_process_set,
     remove_process_set,
 )
+from tutti.torch import _core
 from tutti.torch import autograd as _autograd
-from tutti.torch import ops as _ops
+from tutti.torch._init import init  # noqa: F401 (Horovod's mpi_ops.init: tutti.torch.init)
 from tutti.torch.compression import Compression  # noqa: F401
-from tutti.torch.grouped import (  # noqa: F401
-    grouped_allgather,
-    grouped_allgather_async,
-    grouped_reducescatter,
-    grouped_reducescatter_async,
-)
 from tutti.torch.ops import (  # noqa: F401
     Adasum,
     Average,
@@ -74,10 +71,14 @@ from tutti.torch.ops import (  # noqa: F401
     broadcast_,
     broadcast_async,
     broadcast_async_,
+    grouped_allgather,
+    grouped_allgather_async,
     grouped_allreduce,
     grouped_allreduce_,
     grouped_allreduce_async,
     grouped_allreduce_async_,
+    grouped_reducescatter,
+    grouped_reducescatter_async,
     join,
     poll,
     reducescatter,
@@ -87,31 +88,25 @@ from tutti.torch.ops import (  # noqa: F401
 from tutti.torch.sparse import sparse_allreduce_async  # noqa: F401
 
 
-def init(*args, **kwargs):
-    """tutti.torch.init (Horovod's mpi_ops.init takes the same arguments)."""
-    from tutti.torch import init as _init
-
-    return _init(*args, **kwargs)
-
-
-def gpu_available(ext_base_name=None, verbose=False):
+def gpu_available(ext_base_name: Optional[str] = None, verbose: bool = False) -> bool:
     """True when this process can run CUDA tensors: libtutti was built with
     CUDA and torch sees a GPU (Horovod's asks its framework extension the
     same; ext_base_name and verbose are accepted and unused)."""
     return bool(cuda_built()) and torch.cuda.is_available()
 
 
-def num_rank_is_power_2(num_rank):
+def num_rank_is_power_2(num_rank: int) -> bool:
     """True when num_rank is 1, 2, 4, 8, ... (the sizes Adasum runs on)."""
     return num_rank != 0 and (num_rank & (num_rank - 1)) == 0
 
 
-def get_average_backwards_compatibility_fun(reduce_ops=None):
+def get_average_backwards_compatibility_fun(reduce_ops: Any = None
+                                            ) -> Callable[[Optional[int], Optional[bool]], int]:
     """Horovod's helper: returns impl(op, average) -> the reduce op (op wins;
     both given is a ValueError; average alone warns DeprecationWarning and
     means Average or Sum; neither means Average). reduce_ops is accepted and
     unused (tutti's ops are fixed)."""
-    return _ops._op_code
+    return _core.op_code
 
 
 handle_average_backwards_compatibility = get_average_backwards_compatibility_fun()
@@ -130,7 +125,7 @@ class HorovodAllreduce(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
-        options = _options(_ops._op_code(op, average), prescale_factor, postscale_factor,
+        options = _options(_core.op_code(op, average), prescale_factor, postscale_factor,
                            process_set)
         return _autograd.AllreduceFunction.forward(ctx, False, name, options, tensor)[0]
 
@@ -145,7 +140,7 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set, *tensors):
-        options = _options(_ops._op_code(op, average), prescale_factor, postscale_factor,
+        options = _options(_core.op_code(op, average), prescale_factor, postscale_factor,
                            process_set)
         return _autograd.AllreduceFunction.forward(ctx, True, name, options, *tensors)
 

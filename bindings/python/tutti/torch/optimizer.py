@@ -25,140 +25,56 @@ the same order on every rank (the construction checks it).
 import math
 import os
 import re
-import threading
 import warnings
 from contextlib import contextmanager
+from typing import Any, Iterable, Optional, Tuple
 
 import torch
 
+# The names marked F401 are Horovod's optimizer module's imports, which
+# scripts import from it.
 from tutti import elastic, process_sets
-from tutti.basics import size
-from tutti.torch import ops
-from tutti.torch import _update_averaging
-from tutti.torch import adasum_optimizer
+from tutti.basics import (
+    rocm_built,  # noqa: F401
+    size,
+)
 from tutti.compression import native_spec
 from tutti.errors import MismatchError
-from tutti.torch.functions import allgather_object
-from tutti.torch.sparse import sparse_allreduce_async
-# Horovod's optimizer module imports these names; scripts import them from it.
-from tutti.basics import rocm_built  # noqa: F401
 from tutti.process_sets import ProcessSet, global_process_set  # noqa: F401
+from tutti.torch import _update_averaging, adasum_optimizer, ops
+from tutti.torch._optimizer_setup import (
+    check_backward_passes,
+    check_groups,
+    construction_index,
+    form_groups,
+    named_parameters_of,
+    register_grad_hooks,
+    split_list,  # noqa: F401 (Horovod's optimizer module defines it)
+)
 from tutti.torch.compression import Compression  # noqa: F401
-from tutti.torch.functions import broadcast_object  # noqa: F401
+from tutti.torch.functions import (
+    allgather_object,
+    broadcast_object,  # noqa: F401
+)
 from tutti.torch.ops import (  # noqa: F401
-    Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_, synchronize)
+    Adasum,
+    Average,
+    Sum,
+    allreduce_async_,
+    grouped_allreduce_async_,
+    synchronize,
+)
+from tutti.torch.sparse import sparse_allreduce_async
 
 # With compress_updates and top-k, a tensor whose top-k would keep fewer than
 # this many entries per step (biases, small layers) is averaged whole as fp16
 # instead (see _update_averaging.step_compressed_updates).
 _MIN_TOPK_ENTRIES = 16
 
-# The construction index of each DistributedOptimizer of this process per
-# process set id (the "#k" of its tensor names): the members of a set count
-# the optimizers over that set, whatever they construct for other sets.
-_constructed = {}
-_constructed_lock = threading.Lock()
-
-
 def _dense_below(spec):
     """Element count under which a top-k spec's tensors go whole (0: none)."""
     m = re.match(r"\s*topk:([0-9.eE+-]+)", spec or "")
     return int(math.ceil(_MIN_TOPK_ENTRIES / float(m.group(1)))) if m else 0
-
-
-def _named_parameters(param_groups, named_parameters):
-    """The checked list of (name, parameter); without named_parameters,
-    Horovod's generated names "allreduce.noname.<group>.<index>"."""
-    if named_parameters is not None:
-        named_parameters = list(named_parameters)
-    else:
-        named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
-                            for i, group in enumerate(param_groups)
-                            for j, v in enumerate(group["params"])]
-    if any(not isinstance(p, tuple) for p in named_parameters):
-        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                         "usually produced by model.named_parameters().")
-    names = [k for k, _ in named_parameters]
-    if len(names) != len(set(names)):
-        dups = sorted({k for k in names if names.count(k) > 1})
-        raise ValueError("Parameter names in named_parameters must be unique. Found "
-                         "duplicates: %s" % ", ".join(dups))
-    all_params = {id(v) for group in param_groups for v in group["params"]}
-    unnamed = all_params - {id(v) for _, v in named_parameters}
-    if unnamed:
-        raise ValueError("named_parameters was specified, but one or more model parameters "
-                         "were not named. Python object ids: %s (%d optimizer parameter(s) "
-                         "not in named_parameters)"
-                         % (", ".join(str(i) for i in sorted(unnamed)), len(unnamed)))
-    return named_parameters
-
-
-def split_list(items, n):
-    """items in n consecutive parts, the first len % n one longer (Horovod's split_list)."""
-    d, r = divmod(len(items), n)
-    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
-
-
-def _check_groups(groups):
-    if groups is None:
-        return
-    if isinstance(groups, bool) or not (isinstance(groups, list) or
-                                        (isinstance(groups, int) and groups > 0)):
-        raise ValueError("groups should be a non-negative integer or a list of list of "
-                         "torch.Tensor. (got %r; an integer must be positive)" % (groups,))
-    if isinstance(groups, list):
-        seen = set()
-        for group in groups:
-            for p in group:
-                if not isinstance(p, torch.Tensor):
-                    raise ValueError("groups must consist of torch.Tensor.")
-                if id(p) in seen:
-                    raise ValueError("A parameter can only appear once in groups.")
-                seen.add(id(p))
-
-
-def _form_groups(param_groups, groups):
-    """{parameter: its group (a tuple)} for groups= (None: {}): an int splits
-    the parameters that require grad, in param_groups order, into that many
-    consecutive groups; a list gives the groups, each parameter not in any of
-    them in a group of its own."""
-    if groups is None:
-        return {}
-    p_list = [p for group in param_groups for p in group["params"] if p.requires_grad]
-    if isinstance(groups, list):
-        ids = {id(p) for p in p_list}
-        formed = [[p for p in group if id(p) in ids] for group in groups]
-        grouped = {id(p) for group in formed for p in group}
-        formed += [[p] for p in p_list if id(p) not in grouped]
-    else:
-        formed = split_list(p_list, groups)
-    return {p: tuple(group) for group in formed if group for p in group}
-
-
-def _register_grad_hooks(opt, allocate_grads):
-    """Hooks opt._make_hook(p) onto the gradient accumulator of every
-    parameter that requires a gradient (Horovod's way: through
-    p.expand_as(p)'s grad_fn); allocate_grads: first give p a zero gradient."""
-    for group in opt.param_groups:
-        for p in group["params"]:
-            if p.requires_grad:
-                if allocate_grads:
-                    p.grad = p.data.new(p.size()).zero_()
-                opt._requires_update.add(p)
-                p_tmp = p.expand_as(p)
-                grad_acc = p_tmp.grad_fn.next_functions[0][0]
-                grad_acc.register_hook(opt._make_hook(p))
-                opt._grad_accs.append(grad_acc)
-
-
-def _construction_index(process_set):
-    """How many distributed optimizers this process built over `process_set`
-    before this one (their gradient names differ by it: "#k")."""
-    ps_id = process_sets.process_set_id(process_set)
-    with _constructed_lock:
-        index = _constructed.get(ps_id, 0)
-        _constructed[ps_id] = index + 1
-    return index
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -167,10 +83,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  process_set):
         super(self.__class__, self).__init__(params)
         self.process_set = process_set
-        self._index = _construction_index(process_set)
+        self._index = construction_index(process_set)
         self._name_prefix = "#%d" % self._index if self._index else ""
         self._set_compression(compression, compress_updates, op, backward_passes_per_step)
-        named_parameters = _named_parameters(self.param_groups, named_parameters)
+        named_parameters = named_parameters_of(self.param_groups, named_parameters)
         # Adasum comes here only on one rank (Horovod's choice; otherwise
         # tutti.torch.adasum_optimizer): its allreduce of one rank is the identity.
         if op not in (ops.Average, ops.Sum, ops.Min, ops.Max, ops.Product, ops.Adasum):
@@ -178,7 +94,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be > 0 (got %d)"
                              % backward_passes_per_step)
-        _check_groups(groups)
+        check_groups(groups)
         self._parameter_names = {v: k for k, v in sorted(named_parameters)}
         self.backward_passes_per_step = backward_passes_per_step
         self.op = op
@@ -193,7 +109,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         self._groups = groups
-        self._p_to_group = _form_groups(self.param_groups, groups)
+        self._p_to_group = form_groups(self.param_groups, groups)
         self._group_counts = {g: 0 for g in set(self._p_to_group.values())}
         self._exchange_kind += " sparse_as_dense" if self.sparse_as_dense else ""
         self._exchange_kind += " groups=%d" % len(self._group_counts) if groups else ""
@@ -257,7 +173,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _register_hooks(self):
         # No gradient is allocated here (Horovod's way): a sparse gradient
         # must not be accumulated into a dense zero tensor.
-        _register_grad_hooks(self, allocate_grads=False)
+        register_grad_hooks(self, allocate_grads=False)
 
     def _scale_factors(self):
         """(prescale, postscale): Average splits gradient_predivide_factor around the sum."""
@@ -350,7 +266,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         def hook(*ignore):
             if self._compress_updates or size() == 1:
                 return  # step() averages the updates instead, or there is no one to average with
-            adasum_optimizer.check_backward_passes(self._allreduce_delay[p])
+            check_backward_passes(self._allreduce_delay[p])
             assert not p.grad.requires_grad
             self._allreduce_delay[p] -= 1
             group = self._p_to_group.get(p)
@@ -461,7 +377,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "context after optimizer.synchronize(). This can cause training "
                               "slowdown. You may want to consider using "
                               "optimizer.skip_synchronize() context if you use "
-                              "optimizer.synchronize() in your code.")
+                              "optimizer.synchronize() in your code.", stacklevel=2)
             self.synchronize()
         self._synchronized = False
         return self._wrapped_step(closure)
@@ -477,10 +393,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
-                         backward_passes_per_step=1, op=ops.Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
-                         compress_updates=None):
+def DistributedOptimizer(optimizer: torch.optim.Optimizer,
+                         named_parameters: Optional[Iterable[Tuple[str, torch.Tensor]]] = None,
+                         compression: object = None, backward_passes_per_step: int = 1,
+                         op: int = ops.Average, gradient_predivide_factor: float = 1.0,
+                         num_groups: int = 0, groups: Any = None, sparse_as_dense: bool = False,
+                         process_set: Optional[object] = None,
+                         compress_updates: Optional[bool] = None) -> torch.optim.Optimizer:
     """Wraps a torch optimizer so that gradients are averaged (op) across ranks.
 
     optimizer: any torch.optim.Optimizer (its param_groups and options are
@@ -538,12 +457,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=None,
     over process_set's members (every rank checks that the others chose the
     same compression).
     """
-    ops._process_set_id(process_set)  # a ValueError for an unregistered set, before anything
+    process_sets.process_set_id(process_set)  # ValueError for an unregistered set, before anything
     if gradient_predivide_factor != 1.0 and op != ops.Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
-                      "in v0.23.0.", DeprecationWarning)
+                      "in v0.23.0.", DeprecationWarning, stacklevel=2)
         if groups is None:
             groups = num_groups
     if op == ops.Adasum and size() > 1:

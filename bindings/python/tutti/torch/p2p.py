@@ -37,17 +37,18 @@ a recv the received tensor (the ``tensor`` passed in, filled).
 
 import ctypes
 import operator
+from typing import Any, List, Optional
 
 import torch
 
 from tutti import _library
 from tutti.errors import InvalidArgumentError
-from tutti.torch import ops as _ops
+from tutti.torch import _core, _handles
 
 _INT32 = (-(2 ** 31), 2 ** 31)
 
 
-def _check_int(value, what):
+def _check_int(value: Any, what: str) -> int:
     """value as an int in the 32-bit range (dst, src, tag)."""
     try:
         if isinstance(value, bool):
@@ -61,62 +62,67 @@ def _check_int(value, what):
     return value
 
 
-def _enqueue(function, tensor, peer, tag, ps_id):
+def _enqueue(function: str, tensor: torch.Tensor, peer: int, tag: int,
+             ps_id: int) -> int:
     handle = _library.c_handle()
-    desc = _ops._desc(tensor)
+    desc = _core.desc(tensor)
     _library.check(_library.function(function)(
-        ctypes.byref(desc), peer, tag, _ops._options(ps_id), ctypes.byref(handle)))
+        ctypes.byref(desc), peer, tag, _core.options(ps_id), ctypes.byref(handle)))
     return handle.value
 
 
-def _host(tensor):
+def _host(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor to hand to libtutti: contiguous, in host memory."""
     if tensor.device.type != "cpu":
         return tensor.detach().to("cpu", memory_format=torch.contiguous_format)
-    return _ops._contiguous(tensor.detach())
+    return _core.contiguous(tensor.detach())
 
 
-def send_async(tensor, dst, tag=0, process_set=None):
+def send_async(tensor: torch.Tensor, dst: int, tag: int = 0,
+               process_set: Optional[object] = None) -> int:
     """Starts sending `tensor` to global rank `dst` with `tag`; returns a
     handle. Do not modify `tensor` before synchronize() (CPU tensors are
     read in place)."""
-    ps_id = _ops._process_set_id(process_set)
+    ps_id = _core.process_set_id(process_set)
     dst = _check_int(dst, "dst")
     tag = _check_int(tag, "tag")
-    _ops._check_tensor(tensor)
+    _core.check_tensor(tensor)
     buf = _host(tensor)
     handle = _enqueue("tutti_send_async", buf, dst, tag, ps_id)
-    return _ops._register([handle], (tensor, buf), lambda hs: None)
+    return _handles.register([handle], (tensor, buf), lambda hs: None)
 
 
-def recv_async(tensor, src, tag=0, process_set=None):
+def recv_async(tensor: torch.Tensor, src: int, tag: int = 0,
+               process_set: Optional[object] = None) -> int:
     """Starts receiving the message from global rank `src` with `tag` into
     `tensor`; returns a handle. synchronize() returns `tensor`, filled."""
-    ps_id = _ops._process_set_id(process_set)
+    ps_id = _core.process_set_id(process_set)
     src = _check_int(src, "src")
     tag = _check_int(tag, "tag")
-    _ops._check_tensor(tensor)
+    _core.check_tensor(tensor)
     direct = tensor.device.type == "cpu" and tensor.is_contiguous()
     buf = tensor if direct else torch.empty(tensor.shape, dtype=tensor.dtype)
     handle = _enqueue("tutti_recv_async", buf, src, tag, ps_id)
     if direct:
-        return _ops._register([handle], (tensor,), lambda hs: tensor)
+        return _handles.register([handle], (tensor,), lambda hs: tensor)
 
-    def finish(_hs):
+    def finish(_hs: List[int]) -> torch.Tensor:
         with torch.no_grad():
             tensor.copy_(buf)
         return tensor
 
-    return _ops._register([handle], (tensor, buf), finish)
+    return _handles.register([handle], (tensor, buf), finish)
 
 
-def send(tensor, dst, tag=0, process_set=None):
+def send(tensor: torch.Tensor, dst: int, tag: int = 0,
+         process_set: Optional[object] = None) -> None:
     """Sends `tensor` to global rank `dst` and waits until this side is done
     (the receiver has taken the message). Returns None."""
-    return _ops.synchronize(send_async(tensor, dst, tag, process_set))
+    return _handles.synchronize(send_async(tensor, dst, tag, process_set))
 
 
-def recv(tensor, src, tag=0, process_set=None):
+def recv(tensor: torch.Tensor, src: int, tag: int = 0,
+         process_set: Optional[object] = None) -> torch.Tensor:
     """Receives the message from global rank `src` with `tag` into `tensor`
     and returns `tensor`."""
-    return _ops.synchronize(recv_async(tensor, src, tag, process_set))
+    return _handles.synchronize(recv_async(tensor, src, tag, process_set))

@@ -38,10 +38,11 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from tutti.torch import ops
-# Horovod's sync_batch_norm module imports these names from mpi_ops.
-from tutti.torch.ops import Sum, allgather_async, allreduce_async, synchronize  # noqa: F401
+# Horovod's sync_batch_norm module imports size and the ops' names from mpi_ops.
 from tutti.basics import size  # noqa: F401
+from tutti.torch import ops
+from tutti.torch._core import process_set_id
+from tutti.torch.ops import Sum, allgather_async, allreduce_async, synchronize  # noqa: F401
 
 __all__ = ["SyncBatchNorm"]
 
@@ -164,7 +165,7 @@ class SyncBatchNorm(_BatchNorm):
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, process_group=None, device=None, dtype=None):
-        ops._process_set_id(process_group)
+        process_set_id(process_group)
         super().__init__(num_features, eps, momentum, affine, track_running_stats,
                          device=device, dtype=dtype)
         self.process_group = process_group

@@ -17,13 +17,23 @@ import keras
 import tensorflow as tf
 
 from tutti.basics import (  # noqa: F401 (Horovod's hvd.keras re-exports these)
+    ccl_built,
     cross_rank,
     cross_size,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
     init,
     is_initialized,
     local_rank,
     local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
     rank,
+    rocm_built,
     shutdown,
     size,
     start_timeline,
@@ -35,30 +45,18 @@ from tutti.process_sets import (  # noqa: F401
     global_process_set,
     remove_process_set,
 )
-from tutti.tensorflow import (  # noqa: F401 (Horovod's hvd.keras re-exports these)
-    ccl_built,
-    cuda_built,
-    ddl_built,
-    gloo_built,
-    gloo_enabled,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rocm_built,
-)
 from tutti.tensorflow import collectives as _collectives
 from tutti.tensorflow import mpi_ops as _mpi_ops
 from tutti.tensorflow.compression import Compression
-from tutti.tensorflow.functions import broadcast_object, allgather_object  # noqa: F401
+from tutti.tensorflow.functions import allgather_object, broadcast_object  # noqa: F401
 from tutti.tensorflow.gradient_tape import (
     _key,
     allreduce_grads_fn,
     check_groups,
     reduce_with_locals,
 )
-from tutti.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from tutti.tensorflow.keras import callbacks  # noqa: F401
+from tutti.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
 
 def _distributed_class(base, allreduce_name, device_dense, device_sparse, compression,

@@ -129,7 +129,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
             self._warned = True
             warnings.warn("%s: momentum correction skipped: %s keeps momentum as a Python float "
                           "that the compiled train step has read already"
-                          % (self.__class__.__name__, type(optimizer).__name__))
+                          % (self.__class__.__name__, type(optimizer).__name__), stacklevel=1)
 
     def _restore_momentum_if_needed(self):
         if self.restore_momentum is not None:

@@ -21,20 +21,21 @@ import datetime
 import inspect
 import os
 import socket
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from tutti import basics, process_sets
-from tutti.torch import _torchrun
+from tutti.torch import _torchrun, functions
 from tutti.torch.distributed.process_group import ProcessGroupTutti
 
 BACKEND = "tutti"
 DEVICES = ["cpu", "cuda"]  # CUDA tensors need a CUDA build of tutti (an op says so otherwise)
 
 
-def uses_c10d_backend():
+def uses_c10d_backend() -> bool:
     """True where torch wraps third-party c10d Backends in its ProcessGroup
     (torch 2.x: the Backend class and register_backend(..., devices=))."""
     register = dist.Backend.register_backend
@@ -42,14 +43,18 @@ def uses_c10d_backend():
             and "devices" in inspect.signature(register).parameters)
 
 
+GroupClass: type
 if uses_c10d_backend():
-    from tutti.torch.distributed.backend import BackendTutti as GroupClass  # torch 2.x
+    # torch 2.x (the module needs torch._C._distributed_c10d.Backend, absent in 1.x)
+    from tutti.torch.distributed.backend import BackendTutti
+
+    GroupClass = BackendTutti
 else:
     GroupClass = ProcessGroupTutti  # torch 1.x
-_server = []  # the TCPStore server rank 0 started for torch's env:// (kept alive)
+_server: List[Any] = []  # the TCPStore server rank 0 started for torch's env:// (kept alive)
 
 
-def _address_towards(host):
+def _address_towards(host: str) -> str:
     """This host's address on the route to `host` (no packet is sent)."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -59,7 +64,7 @@ def _address_towards(host):
         return socket.getfqdn()
 
 
-def prepare_tuttirun_env():
+def prepare_tuttirun_env() -> None:
     """Under tuttirun/mpirun with MASTER_ADDR or MASTER_PORT unset: joins tutti,
     starts a TCPStore server on rank 0 (a free port, multi-tenant so that
     torch's env:// store reuses it), broadcasts its address, and sets RANK,
@@ -76,8 +81,6 @@ def prepare_tuttirun_env():
     env.setdefault("LOCAL_WORLD_SIZE", str(basics.local_size()))
     if "MASTER_ADDR" in env and "MASTER_PORT" in env:
         return
-    from tutti.torch import functions
-
     address = None
     if basics.rank() == 0:
         store = dist.TCPStore("0.0.0.0", 0, None, True, datetime.timedelta(seconds=300),
@@ -90,7 +93,8 @@ def prepare_tuttirun_env():
     env.setdefault("MASTER_PORT", str(address[1]))
 
 
-def process_set_for(global_ranks, world_size):
+def process_set_for(global_ranks: Optional[Sequence[int]], world_size: int
+                    ) -> Tuple[Optional[process_sets.ProcessSet], Optional[str]]:
     """The tutti process set for a torch group of `global_ranks` (sorted global
     ranks; None or every rank: the whole job). Returns (process_set, error):
     process_set None means tutti's global set; error, when not None, is the
@@ -108,13 +112,13 @@ def process_set_for(global_ranks, world_size):
                   "tutti.torch.distributed, which registers the set" % (ranks,))
 
 
-def _names_tutti(backend):
+def _names_tutti(backend: object) -> bool:
     """backend as torch passes it ("tutti", "cpu:tutti,cuda:nccl", a Backend)."""
     parts = [p.split(":")[-1] for p in str(backend).lower().split(",")]
     return BACKEND in parts
 
 
-def hook_new_groups():
+def hook_new_groups() -> None:
     """Registers the tutti process set of every new subgroup on backend
     "tutti", on every rank. torch's group creation (new_group, new_subgroups,
     DeviceMesh's groups) runs c10d's _new_process_group_helper on every rank
@@ -128,7 +132,8 @@ def hook_new_groups():
     if getattr(original, "_tutti_hooked", False):
         return
 
-    def helper(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs):
+    def helper(group_size: int, group_rank: int, global_ranks_in_group: Optional[Sequence[int]],
+               backend: object, *args: Any, **kwargs: Any) -> Any:
         ranks = sorted(set(int(r) for r in global_ranks_in_group or []))
         if ranks and _names_tutti(backend) and dist.is_initialized():
             known = any(ps.ranks == ranks for ps in process_sets.process_sets())
@@ -136,12 +141,12 @@ def hook_new_groups():
                 process_sets.add_process_set(ranks)
         return original(group_size, group_rank, global_ranks_in_group, backend, *args, **kwargs)
 
-    helper._tutti_hooked = True  # noqa: SLF001
-    helper.__wrapped__ = original
+    setattr(helper, "_tutti_hooked", True)  # noqa: B010 (an attribute functions lack)
+    setattr(helper, "__wrapped__", original)  # noqa: B010
     c10d._new_process_group_helper = helper  # noqa: SLF001
 
 
-def ensure_joined(store, rank, size):
+def ensure_joined(store: Any, rank: int, size: int) -> None:
     """tutti initialised as rank `rank` of `size` (see the module docstring).
     Raises RuntimeError when tutti already runs with other ranks."""
     if not basics.is_initialized():
@@ -155,7 +160,7 @@ def ensure_joined(store, rank, size):
             % (rank, size, basics.rank(), basics.size()))
 
 
-def _create(opts, pg_options=None):
+def _create(opts: Any, pg_options: Any = None) -> Any:
     """torch's creator for backend "tutti" (extended API)."""
     del pg_options
     cls = GroupClass
@@ -170,7 +175,7 @@ def _create(opts, pg_options=None):
     return cls(opts.group_rank, opts.group_size, process_set, opts.group_id, error, store=store)
 
 
-def register():
+def register() -> None:
     """Registers "tutti" with torch.distributed once per process (with its
     device types where torch takes them)."""
     if BACKEND.upper() in dist.Backend._plugins:  # noqa: SLF001 (torch's registry)

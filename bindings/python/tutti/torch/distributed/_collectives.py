@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 
 from tutti import _library
-from tutti.torch import ops
+from tutti.torch import _core, _handles, ops
 
 _R = dist.ReduceOp.RedOpType
 _ARITHMETIC = {_R.SUM: ops.Sum, _R.AVG: ops.Average, _R.MIN: ops.Min, _R.MAX: ops.Max,
@@ -81,7 +81,7 @@ def reduce_op(op, what):
 def movable(tensor):
     """tensor, or a view of its bytes as integers of its width when tutti
     cannot carry its dtype (float8, uint16...): for data movement only."""
-    if tensor.dtype in ops._DTYPE_CODES:  # noqa: SLF001 (the binding's dtype table)
+    if tensor.dtype in _core.DTYPE_CODES:  # the binding's dtype table
         return tensor
     width = tensor.element_size()
     if width not in _SAME_WIDTH or tensor.is_complex():
@@ -356,5 +356,5 @@ def barrier_start(name, ps):
     del name
     handle = _library.c_handle()
     _library.check(_library.function("tutti_barrier_async_opts")(
-        ops._options(ops._process_set_id(ps)), ctypes.byref(handle)))  # noqa: SLF001
-    return ops._register([handle.value], (), lambda hs: None)  # noqa: SLF001
+        _core.options(_core.process_set_id(ps)), ctypes.byref(handle)))
+    return _handles.register([handle.value], (), lambda hs: None)

@@ -303,7 +303,8 @@ class GroupOps:
                     out.copy_(part.view(out.shape))
             return [t for outs in output_lists for t in outs]
 
-        return self._run(_sig("allgather_coalesced", *input_list), list(input_list), start, split, opts)
+        return self._run(_sig("allgather_coalesced", *input_list), list(input_list), start, split,
+                         opts)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         t = col.one_tensor(input_tensors, "gather")

@@ -25,10 +25,8 @@ import torch
 
 from tutti.torch.distributed._group_ops import FutureWork, GroupOps
 
-C10DBackend = torch._C._distributed_c10d.Backend
 
-
-class BackendTutti(GroupOps, C10DBackend):
+class BackendTutti(GroupOps, torch._C._distributed_c10d.Backend):
     """The c10d Backend torch 2.x creates for backend "tutti". rank/size: this
     process's rank in the group and its size; process_set, group_id, error:
     as GroupOps._setup; store: the group's torch store (monitored_barrier)."""

@@ -18,7 +18,9 @@ through torch's default store when tutti is not initialised yet.
 """
 
 import itertools
+from typing import Any, Dict, List, Optional
 
+import torch
 import torch.distributed as dist
 
 from tutti import basics
@@ -45,7 +47,8 @@ class TuttiHookState:
     Raises RuntimeError when torch's group and tutti's job differ.
     """
 
-    def __init__(self, compression=None, name=None, process_group=None):
+    def __init__(self, compression: object = None, name: Optional[str] = None,
+                 process_group: Any = None) -> None:
         spec, python_side = native_spec(compression)
         if python_side is not None:
             raise TypeError("TuttiHookState(compression=%r): the hook takes a tutti.Compression "
@@ -54,7 +57,7 @@ class TuttiHookState:
         self.name = name if name is not None else "ddp%d" % next(_states)
         self._join(process_group)
 
-    def _join(self, process_group):
+    def _join(self, process_group: Any) -> None:
         if dist.is_initialized():
             group = process_group or dist.group.WORLD
             rank, size = dist.get_rank(group), dist.get_world_size(group)
@@ -68,14 +71,16 @@ class TuttiHookState:
             _torchrun.set_env_from_torchrun()
             basics.init()
 
-    def __getstate__(self):  # DDP may pickle its hook state; the spec and name suffice
+    # DDP may pickle its hook state; the spec and name suffice.
+    def __getstate__(self) -> Dict[str, Any]:
         return {"compression": self.compression, "name": self.name}
 
 
-_default_state = []  # the state of allreduce_hook(None, ...), made on first use
+# the state of allreduce_hook(None, ...), made on first use
+_default_state: List["TuttiHookState"] = []
 
 
-def _state_or_default(state):
+def _state_or_default(state: Optional[TuttiHookState]) -> TuttiHookState:
     """state, or for state None (as torch's own hooks take it) one shared
     TuttiHookState: the job's compression, op names "ddp.bucket<i>"."""
     if state is not None:
@@ -85,7 +90,9 @@ def _state_or_default(state):
     return _default_state[0]
 
 
-def allreduce_hook(state, bucket):
+# DDP's register_comm_hook accepts these two annotations and no others.
+def allreduce_hook(state: Optional[TuttiHookState], bucket: dist.GradBucket
+                   ) -> torch.futures.Future[torch.Tensor]:
     """DDP comm hook: averages bucket.buffer() over every rank through tutti
     (with state.compression) and returns a torch.futures.Future whose value
     is that tensor. state: a TuttiHookState, or None as torch's own hooks

@@ -26,8 +26,8 @@ from tutti import elastic as _elastic
 from tutti.basics import shutdown  # noqa: F401 (Horovod's elastic module has init, shutdown)
 from tutti.elastic import ObjectState, State, run_fn  # noqa: F401
 from tutti.errors import HostsUpdatedInterrupt, TuttiIOError, WaitTimeoutError
-from tutti.torch import init  # noqa: F401 (defined before tutti.torch imports this package)
-from tutti.torch import ops as _ops
+from tutti.torch import _handles
+from tutti.torch._init import init  # noqa: F401 (Horovod's elastic module has init, shutdown)
 from tutti.torch.elastic.sampler import ElasticSampler
 from tutti.torch.elastic.state import TorchState
 
@@ -52,9 +52,10 @@ def _reset():
     try:
         _elastic.leave()
     except (WaitTimeoutError, TuttiIOError) as e:
-        warnings.warn("tutti.elastic: leaving generation: %s; joining the next one anyway" % e)
-    with _ops._lock:
-        _ops._pending.clear()
+        # stacklevel 1: the warning is about the job, not the caller's line.
+        warnings.warn("tutti.elastic: leaving generation: %s; joining the next one anyway" % e,
+                      stacklevel=1)
+    _handles.forget_all()
     _elastic.join()
 
 
