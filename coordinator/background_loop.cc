@@ -46,6 +46,7 @@ void RuntimeImpl::loop() {
     controller_ = std::make_unique<Controller>(size_, &cache_, cache_.enabled(), &sets_);
     stall_ = std::make_unique<StallInspector>(settings_.stall_check_time_seconds,
                                               settings_.stall_shutdown_time_seconds, Clock::now());
+    if (settings_.autotune) tuner_ = std::make_unique<ParameterManager>(settings_, Clock::now());
   }
   Status st = runLoop();
   if (!st.isOk() && !shutdown_.started()) {
@@ -89,7 +90,7 @@ RuntimeImpl::Clock::time_point RuntimeImpl::nextDeadline(Clock::time_point now) 
   if (rank_ == 0) {
     if (!shutdown_.closing()) deadline = std::min(deadline, stall_->nextDeadline(*controller_));
     if (!held_.empty())
-      deadline = std::min(deadline, held_since_ + seconds(settings_.cycle_time_ms / 1e3));
+      deadline = std::min(deadline, held_since_ + seconds(live_.cycle_time_ms / 1e3));
   }
   // A shutdown() that raced with the previous round has already called
   // wake(), so pollControl returns at once in that case.
@@ -146,8 +147,8 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
   // The first shutdown request stops the job: from then on no op could
   // complete on every rank, so nobody waits for the other ranks' shutdown().
   const bool stop = ctl.shutdownRequested();
-  const bool due = settings_.cycle_time_ms <= 0 ||
-                   now >= held_since_ + seconds(settings_.cycle_time_ms / 1e3) || stop;
+  const bool due =
+      live_.cycle_time_ms <= 0 || now >= held_since_ + seconds(live_.cycle_time_ms / 1e3) || stop;
   if ((held_.empty() || !due) && !stop) return Status::ok();
   std::vector<Response> ready;
   ready.swap(held_);
@@ -161,15 +162,53 @@ Status RuntimeImpl::rank0Round(std::vector<ControlMessage>& messages, Clock::tim
 
 Status RuntimeImpl::sendResponses(std::vector<Response> responses, bool shutdown) {
   ResponseList list;
-  list.responses = planFusion(std::move(responses), settings_.fusion_threshold_bytes);
+  list.responses = planFusion(std::move(responses), live_.fusion_threshold_bytes);
   list.shutdown = shutdown;
+  if (pending_tuning_) {
+    list.has_tuning = true;
+    list.tuning = *pending_tuning_;
+    pending_tuning_.reset();
+  }
   if (size_ > 1) {
     std::vector<uint8_t> bytes = serialize(list);
     for (int w = 1; w < size_; ++w) {
       TUTTI_RETURN_IF_ERROR(bundle_.transport->sendControl(w, bytes));
     }
   }
-  return executeList(list);
+  TUTTI_RETURN_IF_ERROR(executeList(list));
+  if (tuner_) observeForTuning(list);
+  return Status::ok();
+}
+
+void RuntimeImpl::observeForTuning(const ResponseList& list) {
+  if (!tuner_->active()) return;
+  std::vector<std::string> names;
+  int64_t bytes = 0;
+  for (const Response& r : list.responses) {
+    if (r.kind != Response::Kind::kOp || r.type != OpType::kAllreduce) continue;
+    names.insert(names.end(), r.names.begin(), r.names.end());
+    int64_t elements = 0;
+    for (int64_t n : r.sizes) elements += n;
+    bytes += elements * static_cast<int64_t>(dataTypeSize(r.dtype));
+  }
+  if (names.empty() || !tuner_->update(names, bytes, Clock::now())) return;
+  // Rank 0 plans and holds with the new values from now on; the cache
+  // switches on every rank with the next list.
+  live_.fusion_threshold_bytes = tuner_->current().fusion_threshold_bytes;
+  live_.cycle_time_ms = tuner_->current().cycle_time_ms;
+  pending_tuning_ = tuner_->current();
+}
+
+void RuntimeImpl::applyTuning(const TunedParameters& tuning) {
+  live_ = tuning;
+  cache_.setEnabled((tuning.switches & kSwitchResponseCache) != 0);
+  std::lock_guard<std::mutex> lock(autotune_mu_);
+  autotune_history_.push_back({lists_executed_, tuning});
+}
+
+std::vector<AutotuneChange> RuntimeImpl::autotuneHistory() const {
+  std::lock_guard<std::mutex> lock(autotune_mu_);
+  return autotune_history_;
 }
 
 Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::time_point now,
@@ -231,6 +270,8 @@ Status RuntimeImpl::workerRound(std::vector<ControlMessage>& messages, Clock::ti
 
 Status RuntimeImpl::executeList(const ResponseList& list) {
   const Clock::time_point listed = Clock::now();  // for the timeline
+  ++lists_executed_;
+  if (list.has_tuning) applyTuning(list.tuning);
   for (const Response& resp : list.responses) {
     const size_t n = resp.names.size();
     std::vector<TensorEntry> taken(n);

@@ -55,6 +55,13 @@ void ResponseCache::insert(const Response& response, const std::optional<Request
   while (static_cast<int64_t>(entries_.size()) > capacity_) retire(lru_.back());
 }
 
+void ResponseCache::setEnabled(bool on) {
+  if (!on) {
+    while (!lru_.empty()) retire(lru_.back());
+  }
+  on_ = on;
+}
+
 void ResponseCache::retire(const std::string& name) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return;

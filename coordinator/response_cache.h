@@ -43,7 +43,13 @@ class ResponseCache {
  public:
   // capacity 0 disables the cache (insert does nothing, lookups miss).
   explicit ResponseCache(int64_t capacity);
-  bool enabled() const { return capacity_ > 0; }
+  bool enabled() const { return capacity_ > 0 && on_; }
+  // Autotune's switch (coordinator/parameter_manager.h), made by every rank
+  // at the same point of the execution order. Off: every entry is retired
+  // (rank 0 keeps their requests as tombstones, so that a slot a worker
+  // announced before it switched still expands), inserts and lookups stop.
+  // On again: the cache refills from empty with new slot ids.
+  void setEnabled(bool on);
 
   // Records one executed tensor. `response` holds exactly that name.
   // `own` is this rank's request (nullopt when this rank did not submit it,
@@ -70,6 +76,7 @@ class ResponseCache {
   void retire(const std::string& name);  // moves an entry to the tombstones
 
   int64_t capacity_;
+  bool on_ = true;
   int64_t next_slot_ = 0;
   std::list<std::string> lru_;  // front = most recently executed
   struct Live {

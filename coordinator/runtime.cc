@@ -342,6 +342,10 @@ const Settings& Runtime::settings() const {
   return impl_->settings();
 }
 
+std::vector<AutotuneChange> Runtime::autotuneHistory() const {
+  return impl_->autotuneHistory();
+}
+
 int Runtime::lostRank() const {
   const Status failure = impl_->failure();
   if (failure.code() != StatusCode::kPeerLost) return -1;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "coordinator/compressor_set.h"
+#include "coordinator/parameter_manager.h"
 #include "coordinator/process_sets.h"
 #include "core/message.h"
 #include "core/settings.h"
@@ -229,6 +230,12 @@ class Runtime {
   // writer drained (about kFlushInterval). OK when none is recording;
   // kIoError when a write had failed.
   Status stopTimeline();
+
+  // Autotune (TUTTI_AUTOTUNE=1, docs/autotune.md): every parameter switch this
+  // rank made, in order, each with the number of the response list (from 1)
+  // it took effect before; the same on every rank of the job. Empty without
+  // autotune. Any thread.
+  std::vector<AutotuneChange> autotuneHistory() const;
 
  private:
   explicit Runtime(std::unique_ptr<RuntimeImpl> impl);

@@ -26,6 +26,7 @@
 #include "coordinator/device_executor.h"
 #include "coordinator/executor.h"
 #include "coordinator/handle_table.h"
+#include "coordinator/parameter_manager.h"
 #include "coordinator/process_sets.h"
 #include "coordinator/response_cache.h"
 #include "coordinator/runtime.h"
@@ -59,6 +60,9 @@ class RuntimeImpl {
   // What ended the runtime (OK while it runs): the status the queue was
   // closed with. Thread-safe.
   Status failure() const { return queue_.closedStatus(); }
+
+  // Autotune's switches so far (coordinator/parameter_manager.h). Thread-safe.
+  std::vector<AutotuneChange> autotuneHistory() const;
 
   // Compressors (residuals) and the byte count: thread-safe, outlive the executor.
   ExecutorState& executorState() { return executor_state_; }
@@ -111,6 +115,10 @@ class RuntimeImpl {
   Status workerRound(std::vector<ControlMessage>& messages, Clock::time_point now, bool* done);
   Status sendResponses(std::vector<Response> responses, bool shutdown);
   Status executeList(const ResponseList& list);
+  // Autotune: every rank switches to rank 0's parameters (executeList);
+  // rank 0 scores each executed list and decides the next parameters.
+  void applyTuning(const TunedParameters& tuning);
+  void observeForTuning(const ResponseList& list);
   // Runs one op Response of any set on this rank (process_set_ops.cc):
   // registration and removal on every rank, a set's collectives on its
   // members; `present` as in executeList.
@@ -169,6 +177,14 @@ class RuntimeImpl {
   std::map<int32_t, SetExecution> set_exec_;
   Executor* last_executor_ = nullptr;  // the one executeResponse() ran, for the timeline
   ResponseCache cache_;
+  // The fusion threshold and cycle time in force (rank 0 uses them), and the
+  // cache switch as last applied; autotune changes them.
+  TunedParameters live_ = initialParameters(settings_);
+  std::unique_ptr<ParameterManager> tuner_;        // rank 0 with TUTTI_AUTOTUNE=1
+  std::optional<TunedParameters> pending_tuning_;  // rank 0: goes out with the next list
+  int64_t lists_executed_ = 0;
+  mutable std::mutex autotune_mu_;  // guards autotune_history_
+  std::vector<AutotuneChange> autotune_history_;
   std::unique_ptr<Controller> controller_;  // rank 0
   std::unique_ptr<StallInspector> stall_;   // rank 0
   std::vector<Response> held_;              // rank 0: decided, waiting for the cycle time

@@ -1,5 +1,7 @@
 #include "core/message.h"
 
+#include <cmath>
+
 #include "core/wire.h"
 
 namespace tutti {
@@ -149,6 +151,22 @@ bool read(BufferReader& rd, Response* r) {
   return true;
 }
 
+// The autotune trailer of a response list (flag, then the values when set).
+bool readTuning(BufferReader& rd, ResponseList* out) {
+  uint8_t has = 0;
+  if (!rd.getU8(&has) || has > 1) return false;
+  out->has_tuning = has == 1;
+  if (!out->has_tuning) return true;
+  TunedParameters& t = out->tuning;
+  uint8_t active = 0;
+  if (!rd.getI64(&t.fusion_threshold_bytes) || !rd.getDouble(&t.cycle_time_ms) ||
+      !rd.getU32(&t.switches) || !rd.getU8(&active) || active > 1) {
+    return false;
+  }
+  t.active = active == 1;
+  return t.fusion_threshold_bytes >= 0 && std::isfinite(t.cycle_time_ms) && t.cycle_time_ms >= 0;
+}
+
 Status malformed(const char* what) {
   return Status::invalidArgument(std::string("malformed ") + what + " message");
 }
@@ -188,6 +206,13 @@ std::vector<uint8_t> serialize(const ResponseList& list) {
   w.putI32(static_cast<int32_t>(list.abort_code));
   w.putString(list.abort_message);
   w.putI32(list.abort_lost_rank);
+  w.putU8(list.has_tuning ? 1 : 0);
+  if (list.has_tuning) {
+    w.putI64(list.tuning.fusion_threshold_bytes);
+    w.putDouble(list.tuning.cycle_time_ms);
+    w.putU32(list.tuning.switches);
+    w.putU8(list.tuning.active ? 1 : 0);
+  }
   return w.take();
 }
 
@@ -208,7 +233,7 @@ Status deserialize(const std::vector<uint8_t>& bytes, ResponseList* out) {
   int32_t code;
   if (!rd.getU8(&shutdown) || shutdown > 1 || !rd.getI32(&code) || code < 0 ||
       code > static_cast<int32_t>(StatusCode::kInternal) || !rd.getString(&out->abort_message) ||
-      !rd.getI32(&out->abort_lost_rank) || !rd.atEnd()) {
+      !rd.getI32(&out->abort_lost_rank) || !readTuning(rd, out) || !rd.atEnd()) {
     return malformed("response list");
   }
   out->shutdown = shutdown == 1;

@@ -123,6 +123,22 @@ struct Response {
   int32_t process_set = kGlobalProcessSet;
 };
 
+// Autotune (coordinator/parameter_manager.h): the knob values rank 0 chose.
+// A ResponseList that carries them switches every rank to them before its
+// responses execute, so every rank changes at the same response.
+struct TunedParameters {
+  int64_t fusion_threshold_bytes = 0;  // >= 0; 0: no fusion
+  double cycle_time_ms = 0;            // >= 0, finite
+  // On/off knobs, one bit each; coordinator/parameter_manager.h names the bits.
+  uint32_t switches = 0;
+  bool active = false;  // still tuning; false: these are the final values
+  bool operator==(const TunedParameters& o) const {
+    return fusion_threshold_bytes == o.fusion_threshold_bytes && cycle_time_ms == o.cycle_time_ms &&
+           switches == o.switches && active == o.active;
+  }
+  bool operator!=(const TunedParameters& o) const { return !(*this == o); }
+};
+
 struct ResponseList {
   std::vector<Response> responses;
   // Set once any rank asked to shut down (rank 0 then stops every rank), or
@@ -132,6 +148,8 @@ struct ResponseList {
   StatusCode abort_code = StatusCode::kOk;
   std::string abort_message;
   int32_t abort_lost_rank = -1;  // kPeerLost: Status::lostRank() (-1: not known)
+  bool has_tuning = false;       // autotune: switch to `tuning` first
+  TunedParameters tuning;
 };
 
 // The status a ResponseList's abort fields describe (ok when it has none).

@@ -137,6 +137,25 @@ std::vector<SettingSpec> runtimeSpecs(const Settings& d) {
        0.001, 1e7, "",
        "elastic training: seconds a joining worker waits for a generation that includes it and for "
        "its members to meet"},
+      {"TUTTI_AUTOTUNE", SettingType::kInt, text(d.autotune), 0, 1, "",
+       "1: tune TUTTI_FUSION_THRESHOLD_BYTES, TUTTI_CYCLE_TIME_MS and the response cache on or off "
+       "during the first steps by Bayesian optimisation, as HOROVOD_AUTOTUNE does (knobs set in "
+       "the environment stay fixed); rank 0 logs the best values at info (docs/autotune.md)"},
+      {"TUTTI_AUTOTUNE_LOG", SettingType::kString, text(d.autotune_log), 0, 0, "",
+       "autotune: rank 0 writes a CSV row per scored sample (Horovod's columns) to this path"},
+      {"TUTTI_AUTOTUNE_WARMUP_SAMPLES", SettingType::kInt, text(d.autotune_warmup_samples), 0, 1000,
+       "", "autotune: samples discarded before scoring starts"},
+      {"TUTTI_AUTOTUNE_STEPS_PER_SAMPLE", SettingType::kInt, text(d.autotune_steps_per_sample), 1,
+       1000000, "",
+       "autotune: steps (allreduces of each tensor) per sub-sample; a sample's score is the "
+       "median of 5 sub-samples"},
+      {"TUTTI_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", SettingType::kInt,
+       text(d.autotune_bayes_opt_max_samples), 1, 1000, "",
+       "autotune: samples of the Bayesian-optimisation stage (its test points included)"},
+      {"TUTTI_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", SettingType::kDouble,
+       text(d.autotune_gaussian_process_noise), 0, 100, "",
+       "autotune: noise (standard deviation, in units of the normalised score) of the Gaussian "
+       "process"},
       {"TUTTI_LOG_LEVEL", SettingType::kChoice, text(d.log_level), 0, 0,
        "trace,debug,info,warning,error", "least severe log level printed"},
   };
@@ -352,6 +371,17 @@ Status readPlacement(const EnvReader& r, const EnvLookup& env, bool under_mpirun
   return r.text("TUTTI_HOSTNAME", &s->hostname);
 }
 
+// Autotune's switch and knobs.
+Status readAutotune(const EnvReader& r, Settings* s) {
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_AUTOTUNE", &s->autotune));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_AUTOTUNE_LOG", &s->autotune_log));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_AUTOTUNE_WARMUP_SAMPLES", &s->autotune_warmup_samples));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_AUTOTUNE_STEPS_PER_SAMPLE", &s->autotune_steps_per_sample));
+  TUTTI_RETURN_IF_ERROR(
+      r.number("TUTTI_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", &s->autotune_bayes_opt_max_samples));
+  return r.number("TUTTI_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", &s->autotune_gaussian_process_noise);
+}
+
 // The runtime knobs: fusion, cycle, cache, stall, timeouts, algorithms,
 // timeline, logging, compression, elastic.
 Status readKnobs(const EnvReader& r, Settings* s) {
@@ -375,7 +405,8 @@ Status readKnobs(const EnvReader& r, Settings* s) {
   TUTTI_RETURN_IF_ERROR(canonicalizeCompressionSpec(compression, &s->compression));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_COMPRESSION_ZSTD_LEVEL", &s->compression_zstd_level));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ELASTIC_WORKER_ID", &s->elastic_worker_id));
-  return r.number("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s->elastic_timeout_seconds);
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ELASTIC_TIMEOUT_SECONDS", &s->elastic_timeout_seconds));
+  return readAutotune(r, s);
 }
 
 // "TUTTI_RANK=5: expected an integer in [0, TUTTI_SIZE-1] = [0, 3]" when rank >= size.
@@ -433,6 +464,9 @@ Status loadSettings(const EnvLookup& env, Settings* out) {
   const bool slurm = underSlurmStep(env);
   if (slurm) TUTTI_RETURN_IF_ERROR(applySlurmPlacement(env, &s));
   TUTTI_RETURN_IF_ERROR(checkSettings(s, under_mpirun, slurm));
+  for (const SettingSpec& spec : specTable()) {
+    if (env(spec.name).has_value()) s.from_env.insert(spec.name);
+  }
   *out = s;
   return Status::ok();
 }

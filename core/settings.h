@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,18 @@ struct Settings {
   // Not an environment variable: set by the elastic join on the copy it
   // creates the runtime with, the generation to rendezvous in (-1: none).
   int64_t elastic_generation = -1;
+  // Autotune (docs/autotune.md, coordinator/parameter_manager.h): rank 0
+  // tunes the fusion threshold, cycle time and response cache during the
+  // first steps; TUTTI_AUTOTUNE_* are Horovod's HOROVOD_AUTOTUNE_* knobs.
+  bool autotune = false;
+  std::string autotune_log;  // CSV of every scored sample ("" = none)
+  int autotune_warmup_samples = 3;
+  int autotune_steps_per_sample = 10;
+  int autotune_bayes_opt_max_samples = 20;
+  double autotune_gaussian_process_noise = 0.8;
+  // Names of the TUTTI_* variables the environment set: autotune keeps
+  // those knobs fixed, as Horovod does with the HOROVOD_* ones.
+  std::set<std::string> from_env;
 };
 
 // Looks up an environment variable; nullopt when unset. Tests pass their own.

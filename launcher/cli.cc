@@ -53,6 +53,16 @@ const SettingFlag kSettingFlags[] = {
     {"--timeline-filename", "TUTTI_TIMELINE", 1, "FILE",
      "record a Chrome-trace timeline: each rank writes FILE with .rank<R> inserted before the "
      "extension (docs/timeline.md)"},
+    {"--autotune-log-file", "TUTTI_AUTOTUNE_LOG", 1, "FILE",
+     "with --autotune: rank 0 writes a CSV row per scored sample (Horovod's columns) to FILE"},
+    {"--autotune-warmup-samples", "TUTTI_AUTOTUNE_WARMUP_SAMPLES", 1, "N",
+     "with --autotune: samples discarded before scoring starts"},
+    {"--autotune-steps-per-sample", "TUTTI_AUTOTUNE_STEPS_PER_SAMPLE", 1, "N",
+     "with --autotune: steps per sub-sample (a sample is 5 sub-samples)"},
+    {"--autotune-bayes-opt-max-samples", "TUTTI_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", 1, "N",
+     "with --autotune: samples of the Bayesian-optimisation stage"},
+    {"--autotune-gaussian-process-noise", "TUTTI_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", 1, "X",
+     "with --autotune: noise of the Gaussian process (normalised score units)"},
     {"--log-level", "TUTTI_LOG_LEVEL", 1, "LEVEL",
      "trace, debug, info, warning or error, for the ranks and tuttirun"},
 };
@@ -214,6 +224,7 @@ struct ParsedFlags {
   bool timeline_mark_cycles = false;
   bool hierarchical_allreduce = false;
   bool hierarchical_allgather = false;
+  bool autotune = false;
 };
 
 void addJobOptions(CLI::App& app, ParsedFlags& f) {
@@ -330,6 +341,10 @@ void addOutputAndInfoOptions(CLI::App& app, ParsedFlags& f) {
                "allgather across hosts, then within each host, for every size where the "
                "placement allows it (as horovodrun's flag) [TUTTI_HIERARCHICAL_ALLGATHER=1]")
       ->group(runtime);
+  app.add_flag("--autotune", f.autotune,
+               "tune the fusion threshold, cycle time and response cache during the first steps; "
+               "rank 0 logs the best values at info (docs/autotune.md) [TUTTI_AUTOTUNE]")
+      ->group(runtime);
   const std::string info = "Information";
   app.set_help_flag("-h,--help", "print this help and exit")->group(info);
   app.add_flag("--version", f.version, "print the version and exit")->group(info);
@@ -401,6 +416,7 @@ std::string collectSettings(const CLI::App& app, ParsedFlags& f) {
   if (f.timeline_mark_cycles) f.o.settings.emplace_back("TUTTI_TIMELINE_MARK_CYCLES", "1");
   if (f.hierarchical_allreduce) f.o.settings.emplace_back("TUTTI_HIERARCHICAL_ALLREDUCE", "1");
   if (f.hierarchical_allgather) f.o.settings.emplace_back("TUTTI_HIERARCHICAL_ALLGATHER", "1");
+  if (f.autotune) f.o.settings.emplace_back("TUTTI_AUTOTUNE", "1");
   return "";
 }
 

@@ -64,9 +64,14 @@ TEST(SettingFlags, EveryFlagMapsOntoARegisteredSetting) {
       {"--compression", "TUTTI_COMPRESSION"},
       {"--compression-zstd-level", "TUTTI_COMPRESSION_ZSTD_LEVEL"},
       {"--timeline-filename", "TUTTI_TIMELINE"},
+      {"--autotune-log-file", "TUTTI_AUTOTUNE_LOG"},
+      {"--autotune-warmup-samples", "TUTTI_AUTOTUNE_WARMUP_SAMPLES"},
+      {"--autotune-steps-per-sample", "TUTTI_AUTOTUNE_STEPS_PER_SAMPLE"},
+      {"--autotune-bayes-opt-max-samples", "TUTTI_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"},
+      {"--autotune-gaussian-process-noise", "TUTTI_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"},
   };
-  const char* values[] = {"5",   "100",   "12.5",      "30", "0",
-                          "tcp", "debug", "topk:0.01", "3",  "tl.json"};
+  const char* values[] = {"5", "100",     "12.5",   "30", "0", "tcp", "debug", "topk:0.01",
+                          "3", "tl.json", "at.csv", "2",  "4", "12",  "0.5"};
   for (size_t i = 0; i < std::size(expected); ++i) {
     std::pair<std::string, std::string> s;
     Status st = settingFromFlag(expected[i].first, values[i], &s);
@@ -139,6 +144,33 @@ TEST(CommandLine, HierarchicalAllreduceFlag) {
   ASSERT_TRUE(parse({"-np", "4", "./a.out"}, &plain).run);
   EXPECT_EQ(settingOf(plain, "TUTTI_HIERARCHICAL_ALLREDUCE"), "<unset>");
   EXPECT_EQ(o.command, std::vector<std::string>{"./a.out"});
+}
+
+// horovodrun's autotune flags, as TUTTI_AUTOTUNE* variables; bad values are
+// refused with the range.
+TEST(CommandLine, AutotuneFlags) {
+  LaunchOptions o;
+  ASSERT_TRUE(parse({"-np", "2", "--autotune", "--autotune-log-file", "/tmp/at.csv",
+                     "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "4",
+                     "--autotune-bayes-opt-max-samples", "12", "--autotune-gaussian-process-noise",
+                     "0.5", "./a.out"},
+                    &o)
+                  .run);
+  EXPECT_EQ(settingOf(o, "TUTTI_AUTOTUNE"), "1");
+  EXPECT_EQ(settingOf(o, "TUTTI_AUTOTUNE_LOG"), "/tmp/at.csv");
+  EXPECT_EQ(settingOf(o, "TUTTI_AUTOTUNE_WARMUP_SAMPLES"), "1");
+  EXPECT_EQ(settingOf(o, "TUTTI_AUTOTUNE_STEPS_PER_SAMPLE"), "4");
+  EXPECT_EQ(settingOf(o, "TUTTI_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"), "12");
+  EXPECT_EQ(settingOf(o, "TUTTI_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"), "0.5");
+  LaunchOptions plain;
+  ASSERT_TRUE(parse({"-np", "2", "./a.out"}, &plain).run);
+  EXPECT_EQ(settingOf(plain, "TUTTI_AUTOTUNE"), "<unset>");
+  LaunchOptions bad;
+  CliOutcome r = parse({"-np", "2", "--autotune-steps-per-sample", "0", "./a.out"}, &bad);
+  EXPECT_FALSE(r.run);
+  EXPECT_NE(r.err.find("--autotune-steps-per-sample 0: expected an integer in [1, 1000000]"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(CommandLine, HorovodCompatRunsTheScriptThroughTheAlias) {

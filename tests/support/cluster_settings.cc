@@ -26,6 +26,7 @@ void applyClusterOptions(const ClusterOptions& options, Settings* settings) {
   if (options.stall_shutdown_time_seconds >= 0) {
     settings->stall_shutdown_time_seconds = options.stall_shutdown_time_seconds;
   }
+  if (options.adjust) options.adjust(settings);
 }
 
 std::string randomSecret() {

@@ -42,6 +42,8 @@ struct ClusterOptions {
   int ranks_per_host = 0;
   std::string hierarchical_allreduce;  // TUTTI_HIERARCHICAL_ALLREDUCE ("" = the default)
   std::string hierarchical_allgather;  // TUTTI_HIERARCHICAL_ALLGATHER ("" = the default)
+  // Called last on each rank's Settings, for knobs not above (e.g. autotune).
+  std::function<void(Settings*)> adjust;
 };
 
 // Settings of rank `rank` of a `size`-rank job on this host whose rendezvous
