@@ -64,6 +64,8 @@ Status allgatherHierarchical(Transport& local, Transport& cross, const HostLayou
   const auto* in = static_cast<const uint8_t*>(input);
   for (int k = 0; k < s.pieces; ++k) {
     const size_t i = k * n + me;
+    // An empty contribution may come with a null input (memcpy's arguments must not be null).
+    if (s.size[i] == 0) continue;
     std::memcpy(staging + s.at[i], in + ring::chunkOffset(bytes_per_rank[me], s.pieces, k),
                 s.size[i]);
   }
