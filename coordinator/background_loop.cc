@@ -202,8 +202,15 @@ void RuntimeImpl::observeForTuning(const ResponseList& list) {
 void RuntimeImpl::applyTuning(const TunedParameters& tuning) {
   live_ = tuning;
   cache_.setEnabled((tuning.switches & kSwitchResponseCache) != 0);
+  allowHierarchical(*bundle_.backend);
+  for (auto& [id, exec] : set_exec_) allowHierarchical(*exec.data.backend);
   std::lock_guard<std::mutex> lock(autotune_mu_);
   autotune_history_.push_back({lists_executed_, tuning});
+}
+
+void RuntimeImpl::allowHierarchical(Backend& backend) const {
+  backend.allowHierarchical((live_.switches & kSwitchHierarchicalAllreduce) != 0,
+                            (live_.switches & kSwitchHierarchicalAllgather) != 0);
 }
 
 std::vector<AutotuneChange> RuntimeImpl::autotuneHistory() const {

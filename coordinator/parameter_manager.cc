@@ -29,13 +29,35 @@ std::string cachePin(bool on, const Settings& s) {
   return "TUTTI_CACHE_CAPACITY=" + std::to_string(on ? std::max<int64_t>(s.cache_capacity, 1) : 0);
 }
 
+// As ops/algorithm_table.cc's hierarchical entries: several hosts holding
+// several ranks each, as many on each (every rank has the same local size).
+bool hierarchicalApplies(const Settings& s) {
+  return s.cross_size > 1 && s.local_size > 1 && s.local_size * s.cross_size == s.size;
+}
+std::string hierarchicalPin(const char* setting, bool on) {
+  return std::string(setting) + (on ? "=auto" : "=0");
+}
+
 }  // namespace
 
 const std::vector<CategoricalKnob>& categoricalKnobs() {
   // Horovod's column order: hierarchical_allreduce, hierarchical_allgather,
-  // torus_allreduce, cache_enabled.
+  // torus_allreduce (tutti has none), cache_enabled.
   static const std::vector<CategoricalKnob> knobs = {
-      {"cache_enabled", kSwitchResponseCache, "TUTTI_CACHE_CAPACITY", cacheInitial, cachePin},
+      {"hierarchical_allreduce", kSwitchHierarchicalAllreduce, "TUTTI_HIERARCHICAL_ALLREDUCE",
+       [](const Settings& s) { return s.hierarchical_allreduce != "0"; }, hierarchicalApplies,
+       [](bool on, const Settings&) {
+         return hierarchicalPin("TUTTI_HIERARCHICAL_ALLREDUCE", on);
+       }},
+      {"hierarchical_allgather", kSwitchHierarchicalAllgather, "TUTTI_HIERARCHICAL_ALLGATHER",
+       [](const Settings& s) { return s.hierarchical_allgather != "0"; }, hierarchicalApplies,
+       [](bool on, const Settings&) {
+         return hierarchicalPin("TUTTI_HIERARCHICAL_ALLGATHER", on);
+       }},
+      // A cache of capacity 0 cannot be switched on (nothing sizes it), so
+      // the start value is also whether it applies.
+      {"cache_enabled", kSwitchResponseCache, "TUTTI_CACHE_CAPACITY", cacheInitial, cacheInitial,
+       cachePin},
   };
   return knobs;
 }
@@ -86,9 +108,7 @@ ParameterManager::ParameterManager(const Settings& settings, Clock::time_point n
     free_index.push_back(j);
   }
   for (const CategoricalKnob& k : categoricalKnobs()) {
-    // A cache of capacity 0 cannot be switched on: there is nothing to size it.
-    const bool no_cache = k.bit == kSwitchResponseCache && settings.cache_capacity <= 0;
-    if (settings.from_env.count(k.setting) == 0 && !no_cache) categorical_.push_back(&k);
+    if (settings.from_env.count(k.setting) == 0 && k.applies(settings)) categorical_.push_back(&k);
   }
   if (!numeric_.empty()) {
     std::vector<std::pair<double, double>> bounds;
@@ -103,8 +123,6 @@ ParameterManager::ParameterManager(const Settings& settings, Clock::time_point n
       if (std::find(test_points_.begin(), test_points_.end(), x) == test_points_.end())
         test_points_.push_back(x);
     }
-  } else {
-    stage_ = 1;
   }
   current_.active = !numeric_.empty() || !categorical_.empty();
   best_ = current_;
@@ -130,7 +148,6 @@ ParameterManager::ParameterManager(const Settings& settings, Clock::time_point n
       csv_ << "score" << std::endl;
     }
   }
-  if (stage_ == 1) startCategoricalStage();
   resetSample(now);
 }
 
@@ -181,7 +198,9 @@ bool ParameterManager::tune(double score) {
 }
 
 void ParameterManager::advance(double score) {
-  if (stage_ == 0) {
+  // Without free numeric knobs the first stage is the one sample at the
+  // start values, so that the on/off stage compares against them.
+  if (stage_ == 0 && bayes_) {
     bayes_->addSample(numericPoint(current_), score);
     ++bayes_samples_;
     if (bayes_samples_ < max_samples_) {

@@ -1,8 +1,9 @@
 #pragma once
 
-// Autotune: rank 0's search for the fusion threshold, cycle time and response
-// cache setting that move the most allreduce bytes per second, during the
-// first steps of a job (TUTTI_AUTOTUNE=1; docs/autotune.md).
+// Autotune: rank 0's search for the fusion threshold, cycle time, response
+// cache setting and hierarchical allreduce/allgather switches that move the
+// most allreduce bytes per second, during the first steps of a job
+// (TUTTI_AUTOTUNE=1; docs/autotune.md).
 //
 // Semantics follow Horovod 0.28.1's ParameterManager
 // (horovod/common/parameter_manager.cc, HOROVOD_AUTOTUNE):
@@ -17,11 +18,14 @@
 //   cycle time in ms in [0, 100] (Horovod: [1, 100]; tutti's 0 means no
 //   wait), first at test points (the configured values, then Horovod's
 //   (4, 5), (32, 50), (16, 25), (8, 10)), then at the points of largest
-//   expected improvement, bayes_opt_max_samples samples in all; (2) each
+//   expected improvement, bayes_opt_max_samples samples in all (without a
+//   free numeric knob: one sample at the start values); (2) each
 //   on/off knob of categoricalKnobs() in table order, one sample at the value
 //   it is not at. A knob whose variable the environment set is fixed and
-//   left out, as Horovod does. Unlike Horovod (whose later stages run at the
-//   first test point), every stage runs at the best values found so far.
+//   left out, as Horovod does; so is one that cannot change anything in this
+//   job (the hierarchical switches on one host, with one rank per host or
+//   with hosts of different sizes; the cache at capacity 0). Unlike Horovod (whose later stages run
+//   at the first test point), every stage runs at the best values found so far.
 // - End. The best-scoring sample's values become final; rank 0 logs them at
 //   info as environment assignments to pin (pinText()).
 // - Agreement. Only rank 0 tunes. Each change goes to every rank in the
@@ -51,6 +55,11 @@ namespace tutti {
 
 // TunedParameters::switches bits.
 constexpr uint32_t kSwitchResponseCache = 1u << 0;
+// On: the algorithm table may choose the hierarchical allreduce (allgather),
+// as TUTTI_HIERARCHICAL_ALLREDUCE=auto (_ALLGATHER=auto); off: it declines
+// it, as =0. The backend reads them through Backend::allowHierarchical.
+constexpr uint32_t kSwitchHierarchicalAllreduce = 1u << 1;
+constexpr uint32_t kSwitchHierarchicalAllgather = 1u << 2;
 
 // An on/off knob. To tune another one: a bit above, and an entry in
 // categoricalKnobs() (its consumer reads the bit from the live parameters).
@@ -60,6 +69,8 @@ struct CategoricalKnob {
   const char* setting;  // the variable that fixes it when the environment sets it
   // Whether the knob is on under `settings` (the start value).
   bool (*initial)(const Settings& settings);
+  // Whether switching it can change anything in the job `settings` describe.
+  bool (*applies)(const Settings& settings);
   // The environment assignment that pins `on` ("TUTTI_CACHE_CAPACITY=0").
   std::string (*pin)(bool on, const Settings& settings);
 };

@@ -78,6 +78,7 @@ Status RuntimeImpl::executeAddProcessSet(const Response& resp, Completion* done)
   ProcessSetInfo set;
   TUTTI_RETURN_IF_ERROR(sets_.lookup(id, &set));
   if (exec.data.backend) {
+    allowHierarchical(*exec.data.backend);  // as autotune last set them
     exec.executor = std::make_unique<Executor>(*exec.data.backend, set.rankOf(rank_), set.size(),
                                                &executor_state_);
     set_exec_.emplace(id, std::move(exec));

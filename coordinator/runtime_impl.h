@@ -119,6 +119,8 @@ class RuntimeImpl {
   // rank 0 scores each executed list and decides the next parameters.
   void applyTuning(const TunedParameters& tuning);
   void observeForTuning(const ResponseList& list);
+  // Passes live_'s hierarchical switches to `backend`.
+  void allowHierarchical(Backend& backend) const;
   // Runs one op Response of any set on this rank (process_set_ops.cc):
   // registration and removal on every rank, a set's collectives on its
   // members; `present` as in executeList.

@@ -118,6 +118,15 @@ class Backend {
   virtual Transport* ringTransport() { return nullptr; }
   virtual void countRingBytes(uint64_t /*bytes*/) {}
 
+  // Autotune's hierarchical switches (coordinator/parameter_manager.h): false
+  // declines the hierarchical allreduce (allgather) as
+  // TUTTI_HIERARCHICAL_ALLREDUCE=0 (_ALLGATHER=0) does; true lets the
+  // algorithm table choose it again. Called on the background thread between
+  // collectives, on every rank before the same response list, so every rank
+  // chooses alike. The default ignores it (backends without hierarchical
+  // algorithms).
+  virtual void allowHierarchical(bool /*allreduce*/, bool /*allgather*/) {}
+
  private:
   Status noPointToPoint() const {
     return Status::invalidArgument(std::string("the ") + name() +

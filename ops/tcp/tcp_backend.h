@@ -55,6 +55,12 @@ class TcpBackend : public Backend {
   Status send(const void* data, size_t bytes, int peer) override;
   Status recv(void* data, size_t bytes, int peer) override;
   Transport* ringTransport() override { return &transport_; }
+  // A switch fixed by TUTTI_HIERARCHICAL_*=1 keeps its forced entry (autotune
+  // leaves such a switch alone).
+  void allowHierarchical(bool allreduce, bool allgather) override {
+    hierarchical_allreduce_ = allreduce;
+    hierarchical_allgather_ = allgather;
+  }
 
  private:
   AlgorithmChoice select(const char* collective, uint64_t bytes) const;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tutti {
@@ -105,24 +106,29 @@ TEST(ParameterManager, WarmsUpScoresEverySampleThenFixesTheBest) {
   // the parameters it ran (bytes per microsecond), then the best row.
   std::string header;
   const auto rows = readCsv(log, &header);
-  EXPECT_EQ(header, "cache_enabled,cycle_time_ms,tensor_fusion_threshold,score");
+  EXPECT_EQ(header,
+            "hierarchical_allreduce,hierarchical_allgather,cache_enabled,cycle_time_ms,"
+            "tensor_fusion_threshold,score");
   ASSERT_EQ(rows.size(), 10u);
   double best = 0;
   for (size_t i = 0; i < 9; ++i) {
     const TunedParameters ran = run.points[static_cast<size_t>(run.changed_at[i])];
-    ASSERT_EQ(rows[i].size(), 4u);
-    EXPECT_EQ(rows[i][0], (ran.switches & kSwitchResponseCache) ? 1 : 0) << i;
-    EXPECT_NEAR(rows[i][1], ran.cycle_time_ms, 1e-9) << i;
-    EXPECT_NEAR(rows[i][2], ran.fusion_threshold_bytes / double(1 << 20), 1e-4) << i;
+    ASSERT_EQ(rows[i].size(), 6u);
+    // One host: the hierarchical switches stay at their start value (on).
+    EXPECT_EQ(rows[i][0], 1) << i;
+    EXPECT_EQ(rows[i][1], 1) << i;
+    EXPECT_EQ(rows[i][2], (ran.switches & kSwitchResponseCache) ? 1 : 0) << i;
+    EXPECT_NEAR(rows[i][3], ran.cycle_time_ms, 1e-9) << i;
+    EXPECT_NEAR(rows[i][4], ran.fusion_threshold_bytes / double(1 << 20), 1e-4) << i;
     // The CSV shows 6 significant digits, as Horovod's.
     const double want = kStepBytes / stepMicros(ran);
-    EXPECT_NEAR(rows[i][3], want, want * 1e-5) << i;
-    best = std::max(best, rows[i][3]);
+    EXPECT_NEAR(rows[i][5], want, want * 1e-5) << i;
+    best = std::max(best, rows[i][5]);
   }
   // The last sample tried the cache off (it was on), which costs 200 us.
-  EXPECT_EQ(rows[8][0], 0);
-  EXPECT_EQ(rows[9][0], 1);
-  EXPECT_EQ(rows[9][3], best);
+  EXPECT_EQ(rows[8][2], 0);
+  EXPECT_EQ(rows[9][2], 1);
+  EXPECT_EQ(rows[9][5], best);
   EXPECT_NEAR(pm.bestScore(), best, best * 1e-5);
   EXPECT_NEAR(kStepBytes / stepMicros(pm.best()), best, best * 1e-5);
   // Fixed at the best from now on; the pinned text names every tuned knob.
@@ -136,6 +142,71 @@ TEST(ParameterManager, WarmsUpScoresEverySampleThenFixesTheBest) {
   EXPECT_NE(pin.find("TUTTI_CYCLE_TIME_MS="), std::string::npos) << pin;
   EXPECT_NE(pin.find("TUTTI_CACHE_CAPACITY=1024"), std::string::npos) << pin;
   std::remove(log.c_str());
+}
+
+// Step time with the hierarchical switches mattering: hierarchical
+// allreduce saves 300 us, hierarchical allgather costs 100 us.
+double hostsStepMicros(const TunedParameters& p) {
+  return stepMicros(p) - ((p.switches & kSwitchHierarchicalAllreduce) ? 300 : 0) +
+         ((p.switches & kSwitchHierarchicalAllgather) ? 100 : 0);
+}
+
+TEST(ParameterManager, TunesTheHierarchicalSwitchesOnSeveralHostsOnly) {
+  const std::string log = ::testing::TempDir() + "autotune_hosts.csv";
+  Settings s = autotuneSettings(log);
+  s.size = 4;
+  s.local_size = 2;
+  s.cross_size = 2;
+  s.from_env = {"TUTTI_CYCLE_TIME_MS", "TUTTI_FUSION_THRESHOLD_BYTES"};
+  ParameterManager pm(s, Clock::time_point{});
+  ASSERT_TRUE(pm.active());
+  // Start: both on (auto), cache on; then one sample per switch flipped, in
+  // Horovod's column order, each from the best so far.
+  std::vector<TunedParameters> ran;
+  Clock::time_point t{};
+  for (int k = 0; k < 400 && pm.active(); ++k) {
+    const TunedParameters p = pm.current();
+    t += std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double, std::micro>(hostsStepMicros(p)));
+    if (pm.update({"grad.a", "grad.b"}, kStepBytes, t)) ran.push_back(p);
+  }
+  ASSERT_EQ(ran.size(), 4u);
+  const uint32_t all =
+      kSwitchHierarchicalAllreduce | kSwitchHierarchicalAllgather | kSwitchResponseCache;
+  EXPECT_EQ(ran[0].switches, all);
+  EXPECT_EQ(ran[1].switches, all & ~kSwitchHierarchicalAllreduce);
+  EXPECT_EQ(ran[2].switches, all & ~kSwitchHierarchicalAllgather);
+  EXPECT_EQ(ran[3].switches, kSwitchHierarchicalAllreduce);  // cache off, from the best
+  EXPECT_FALSE(pm.active());
+  EXPECT_EQ(pm.best().switches, kSwitchHierarchicalAllreduce | kSwitchResponseCache);
+  EXPECT_EQ(pm.pinText(),
+            "TUTTI_HIERARCHICAL_ALLREDUCE=auto TUTTI_HIERARCHICAL_ALLGATHER=0 "
+            "TUTTI_CACHE_CAPACITY=1024");
+  std::string header;
+  const auto rows = readCsv(log, &header);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[1][0], 0);  // the sample with hierarchical allreduce off
+  EXPECT_EQ(rows[4][0], 1);
+  EXPECT_EQ(rows[4][1], 0);
+  std::remove(log.c_str());
+
+  // Hosts of different sizes (5 ranks, 2 per host on rank 0's host), one
+  // rank per host, or a switch set in the environment: not tuned.
+  for (const auto& [size, local, cross] : {std::tuple{5, 2, 3}, {2, 1, 2}, {2, 2, 1}}) {
+    s.size = size;
+    s.local_size = local;
+    s.cross_size = cross;
+    ParameterManager fixed(s, Clock::time_point{});
+    EXPECT_EQ(fixed.pinText(), "TUTTI_CACHE_CAPACITY=1024") << size << local << cross;
+  }
+  s.size = 4;
+  s.local_size = 2;
+  s.cross_size = 2;
+  s.hierarchical_allgather = "0";
+  s.from_env.insert("TUTTI_HIERARCHICAL_ALLGATHER");
+  ParameterManager pinned(s, Clock::time_point{});
+  EXPECT_EQ(pinned.current().switches, kSwitchHierarchicalAllreduce | kSwitchResponseCache);
+  EXPECT_EQ(pinned.pinText(), "TUTTI_HIERARCHICAL_ALLREDUCE=auto TUTTI_CACHE_CAPACITY=1024");
 }
 
 TEST(ParameterManager, KnobsSetInTheEnvironmentStayFixed) {

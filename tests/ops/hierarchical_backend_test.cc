@@ -222,5 +222,44 @@ TEST(HierarchicalChoice, AllgatherFollowsItsOwnSetting) {
   }
 }
 
+// Autotune's switches (Backend::allowHierarchical) decline the hierarchical
+// algorithms and let them back, call by call, with exact results.
+TEST(HierarchicalChoice, AutotuneSwitchesTurnItOffAndOnAgain) {
+  const std::vector<int> h2x2 = {0, 0, 1, 1};
+  MemoryWorld world(4);
+  world.run([&](MemoryTransport& tr) {
+    const size_t count = 100000;
+    const size_t hier = postedBy(tr, tr, h2x2, Ran::kHierarchical, count);
+    const size_t ring = postedBy(tr, tr, h2x2, Ran::kRing, count);  // host order = rank order
+    const std::vector<size_t> sizes(4, 40000);
+    std::vector<uint8_t> in(40000, static_cast<uint8_t>(tr.rank() + 1)), out(4 * 40000), work;
+    HostGroups groups(tr, h2x2);
+    size_t before = tr.postedOps();
+    ASSERT_TRUE(allgatherRing(tr, in.data(), out.data(), sizes, kSegmentBytes).isOk());
+    const size_t gather_ring = tr.postedOps() - before;
+    before = tr.postedOps();
+    ASSERT_TRUE(allgatherHierarchical(groups.local(), groups.cross(), groups.layout(), in.data(),
+                                      out.data(), sizes, kSegmentBytes, &work)
+                    .isOk());
+    const size_t gather_hier = tr.postedOps() - before;
+    TcpBackend backend(tr, kSegmentBytes, {}, TcpHierarchy{"auto", "auto", h2x2});
+    for (const bool on : {true, false, true}) {
+      backend.allowHierarchical(on, on);
+      std::vector<int32_t> buf(count, tr.rank());
+      before = tr.postedOps();
+      ASSERT_TRUE(backend.allreduce(buf.data(), count, DataType::kInt32, ReduceOp::kSum).isOk());
+      EXPECT_EQ(tr.postedOps() - before, on ? hier : ring) << on;
+      EXPECT_EQ(buf, std::vector<int32_t>(count, 6)) << on;
+      std::fill(out.begin(), out.end(), 0);
+      before = tr.postedOps();
+      ASSERT_TRUE(backend.allgatherv(in.data(), out.data(), sizes).isOk());
+      EXPECT_EQ(tr.postedOps() - before, on ? gather_hier : gather_ring) << on;
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(out[i], static_cast<uint8_t>(i / 40000 + 1)) << "byte " << i;
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace tutti
