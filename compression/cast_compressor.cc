@@ -55,12 +55,14 @@ void castUp(const uint8_t* in, size_t count, DataType dtype, FromWire from_wire,
 
 }  // namespace
 
-CastCompressor::CastCompressor(DataType wire) : wire_(wire) {
+CastCompressor::CastCompressor(DataType wire, bool cross_host)
+    : wire_(wire), cross_host_(cross_host) {
   TUTTI_CHECK(wire == DataType::kFloat16 || wire == DataType::kBFloat16);
 }
 
 std::string CastCompressor::spec() const {
-  return wire_ == DataType::kFloat16 ? "fp16" : "bf16";
+  return std::string(wire_ == DataType::kFloat16 ? "fp16" : "bf16") +
+         (cross_host_ ? ":cross_host" : "");
 }
 
 bool CastCompressor::appliesTo(DataType dtype) const {

@@ -25,13 +25,18 @@ namespace tutti {
 
 class CastCompressor : public Compressor {
  public:
-  // `wire` is DataType::kFloat16 or DataType::kBFloat16 (anything else: a bug).
-  explicit CastCompressor(DataType wire);
+  // `wire` is DataType::kFloat16 or DataType::kBFloat16 (anything else: a
+  // bug). `cross_host`: cast only what crosses hosts ("fp16:cross_host"):
+  // the executor asks the backend for allreduceCastAcrossHosts (float32
+  // within a host, `wire` across; ops/backend.h) and casts the whole buffer
+  // only where the backend cannot.
+  explicit CastCompressor(DataType wire, bool cross_host = false);
 
   std::string spec() const override;
   ExchangeKind exchangeKind() const override { return ExchangeKind::kAllreduce; }
   bool appliesTo(DataType dtype) const override;
   DataType wireDType(DataType /*dtype*/) const override { return wire_; }
+  bool crossHostOnly() const override { return cross_host_; }
   size_t packedBytes(size_t count) const override { return count * 2; }
   Status compress(const void* input, size_t count, DataType dtype, const std::string& name,
                   std::vector<uint8_t>* out) override;
@@ -40,6 +45,7 @@ class CastCompressor : public Compressor {
 
  private:
   DataType wire_;
+  bool cross_host_;
 };
 
 }  // namespace tutti

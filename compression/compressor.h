@@ -109,6 +109,11 @@ class Compressor {
   // `dtype` (float16 or bfloat16). For kAllgather kinds, kUInt8 (opaque bytes).
   virtual DataType wireDType(DataType dtype) const = 0;
 
+  // kAllreduce only: cast only the bytes that cross hosts (the executor then
+  // calls Backend::allreduceCastAcrossHosts with the uncompressed buffer and
+  // wireDType(), and uses steps 1-3 above only where that does not run).
+  virtual bool crossHostOnly() const { return false; }
+
   // Exact size in bytes of the compressed buffer for `count` elements (any
   // dtype appliesTo() accepts). The same on every rank with the same spec.
   // (top-k during its warm-up: larger, see compression/topk_compressor.h.)

@@ -20,10 +20,10 @@ Status makeCompressor(const std::string& spec, std::unique_ptr<Compressor>* out)
       *out = std::make_unique<NoneCompressor>();
       break;
     case CompressionSpec::Kind::kFp16:
-      *out = std::make_unique<CastCompressor>(DataType::kFloat16);
+      *out = std::make_unique<CastCompressor>(DataType::kFloat16, parsed.cross_host);
       break;
     case CompressionSpec::Kind::kBf16:
-      *out = std::make_unique<CastCompressor>(DataType::kBFloat16);
+      *out = std::make_unique<CastCompressor>(DataType::kBFloat16, parsed.cross_host);
       break;
     case CompressionSpec::Kind::kTopK:
       *out = std::make_unique<TopKCompressor>(parsed.ratio, parsed.warmup);

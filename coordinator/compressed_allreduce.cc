@@ -28,6 +28,22 @@ const void* stagedInput(const TensorEntry* e, size_t count, DataType dtype, doub
   return staging;
 }
 
+// Each tensor's slice of the reduced `reduced` (r.dtype) into its output, postscaled.
+Status copyOutputs(const Response& r, const std::vector<const TensorEntry*>& entries,
+                   const uint8_t* reduced) {
+  const size_t elem = dataTypeSize(r.dtype);
+  size_t offset = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const size_t count = static_cast<size_t>(r.sizes[i]);
+    if (entries[i] != nullptr && count > 0) {
+      std::memcpy(entries[i]->output.data, reduced + offset * elem, count * elem);
+      scaleInPlace(entries[i]->output.data, count, r.dtype, r.postscale);
+    }
+    offset += count;
+  }
+  return Status::ok();
+}
+
 Status castAllreduce(const Response& r, const std::vector<const TensorEntry*>& entries,
                      Compressor& compressor, Backend& backend, int size,
                      CompressionScratch* scratch) {
@@ -50,6 +66,14 @@ Status castAllreduce(const Response& r, const std::vector<const TensorEntry*>& e
       offset += count;
     }
     input = buf;
+  }
+  if (compressor.crossHostOnly()) {
+    bool ran = false;
+    scratch->packed.resize(total * elem);
+    TUTTI_RETURN_IF_ERROR(backend.allreduceCastAcrossHosts(input, scratch->packed.data(), total,
+                                                           r.dtype, ReduceOp::kSum,
+                                                           compressor.wireDType(r.dtype), &ran));
+    if (ran) return copyOutputs(r, entries, scratch->packed.data());
   }
   TUTTI_RETURN_IF_ERROR(compressor.compress(
       input, total, r.dtype, tensorKey(r.process_set, r.names[0]), &scratch->packed));

@@ -10,7 +10,10 @@
 //    staged (prescaled copy, zeros for a joined rank), compressed as a whole,
 //    allreduced in float16/bfloat16 (the ring adds in float32), and
 //    decompressed into each output. For kAverage the 1/size is applied before
-//    the sum (as a prescale) so that float16 sums stay below 65504.
+//    the sum (as a prescale) so that float16 sums stay below 65504. With
+//    ":cross_host" the staged float32 buffer goes to
+//    Backend::allreduceCastAcrossHosts first (cast only across hosts), and
+//    the whole buffer is cast only where that does not run.
 //  - Re-quantised kinds (int8; kQuantisedRing): the fused group goes as one
 //    float32 vector through coordinator/compressed_ring_allreduce.h (ring
 //    reduce-scatter of quantised chunks, re-quantised at each hop with the

@@ -20,6 +20,14 @@ Status CountingBackend::allreduceOutOfPlace(const void* in, void* out, size_t co
   return inner_.allreduceOutOfPlace(in, out, count, dtype, op);
 }
 
+Status CountingBackend::allreduceCastAcrossHosts(const void* in, void* out, size_t count,
+                                                 DataType dtype, ReduceOp op, DataType wire,
+                                                 bool* ran) {
+  const Status st = inner_.allreduceCastAcrossHosts(in, out, count, dtype, op, wire, ran);
+  if (*ran) add(2 * share(static_cast<uint64_t>(count) * dataTypeSize(wire)));
+  return st;
+}
+
 Status CountingBackend::adasumAllreduce(void* buf, const std::vector<size_t>& counts,
                                         DataType dtype) {
   const uint64_t elements = std::accumulate(counts.begin(), counts.end(), uint64_t{0});

@@ -9,7 +9,9 @@
 //   allreduce      2 (n-1) / n * bytes        (ring reduce-scatter + allgather;
 //                  also allreduceOutOfPlace, and adasumAllreduce, whose
 //                  halving and doubling move the same; its dot-product sums,
-//                  24 bytes per tensor per step, are not counted)
+//                  24 bytes per tensor per step, are not counted; and
+//                  allreduceCastAcrossHosts, counted in the wire dtype when
+//                  it runs)
 //   allgatherv     sum of the blocks except the right neighbour's (the ring
 //                  forwards every block but that one; (n-1) * chunk when even)
 //   reducescatter  (n-1) / n * input bytes
@@ -46,6 +48,8 @@ class CountingBackend : public Backend {
   Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                              ReduceOp op) override;
   Status adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) override;
+  Status allreduceCastAcrossHosts(const void* in, void* out, size_t count, DataType dtype,
+                                  ReduceOp op, DataType wire, bool* ran) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;

@@ -54,7 +54,8 @@ bool parseWholeNumber(const std::string& text, uint64_t* value) {
 }  // namespace
 
 const char* compressionSpecHelp() {
-  return "none, fp16, bf16, topk:<ratio in (0, 1]> (e.g. topk:0.01), "
+  return "none, fp16, bf16, fp16:cross_host, bf16:cross_host, topk:<ratio in (0, 1]> (e.g. "
+         "topk:0.01), "
          "topk:<ratio>:warmup=<steps> (e.g. topk:0.01:warmup=100), int8 (blocks of 256) or "
          "int8:<block size in [1, 16777216]>";
 }
@@ -68,7 +69,12 @@ Status parseCompressionSpec(const std::string& spec, CompressionSpec* out) {
   CompressionSpec parsed;
 
   if (kind == "none" || kind.empty() || kind == "fp16" || kind == "bf16") {
-    if (has_arg) return badSpec(spec, "'" + kind + "' takes no parameter");
+    const bool cast = kind == "fp16" || kind == "bf16";
+    if (has_arg && !(cast && arg == "cross_host")) {
+      return badSpec(spec, cast ? "'" + kind + "' takes no parameter but cross_host"
+                                : "'" + kind + "' takes no parameter");
+    }
+    parsed.cross_host = has_arg;
     parsed.kind = kind == "fp16"   ? CompressionSpec::Kind::kFp16
                   : kind == "bf16" ? CompressionSpec::Kind::kBf16
                                    : CompressionSpec::Kind::kNone;
@@ -115,9 +121,9 @@ std::string canonicalCompressionSpec(const CompressionSpec& spec) {
     case CompressionSpec::Kind::kNone:
       return "none";
     case CompressionSpec::Kind::kFp16:
-      return "fp16";
+      return spec.cross_host ? "fp16:cross_host" : "fp16";
     case CompressionSpec::Kind::kBf16:
-      return "bf16";
+      return spec.cross_host ? "bf16:cross_host" : "bf16";
     case CompressionSpec::Kind::kTopK: {
       // Shortest decimal that reads back as the same double.
       char buf[32];

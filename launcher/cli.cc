@@ -46,6 +46,7 @@ const SettingFlag kSettingFlags[] = {
     {"--compression", "TUTTI_COMPRESSION", 1, "SPEC",
      "default compression of float allreduce where the op does not choose one (C API: empty "
      "spec; Python: compression=None, DistributedOptimizer): none, fp16, bf16, "
+     "fp16:cross_host, bf16:cross_host (cast only what crosses hosts), "
      "topk:<ratio>[:warmup=<steps>], int8[:<block>]"},
     {"--compression-zstd-level", "TUTTI_COMPRESSION_ZSTD_LEVEL", 1, "N",
      "zstd level 1..19 for data sent over TCP connections (not shared memory), frames sent raw "

@@ -118,6 +118,22 @@ class Backend {
   virtual Transport* ringTransport() { return nullptr; }
   virtual void countRingBytes(uint64_t /*bytes*/) {}
 
+  // Allreduce (out of place, as allreduceOutOfPlace) whose data crosses hosts
+  // as `wire` (kFloat16 or kBFloat16) and stays `dtype` (kFloat32) within a
+  // host: compression of what crosses hosts only ("fp16:cross_host",
+  // compression/cast_compressor.h). Sets *ran to whether it ran: a backend
+  // that cannot (the default; tcp where its hierarchical allreduce would not
+  // run for this call) returns ok with *ran false and touches nothing, and
+  // the caller compresses the whole buffer instead. Every rank gets the same
+  // *ran for the same call (it depends on the placement, the size and the
+  // settings only).
+  virtual Status allreduceCastAcrossHosts(const void* /*in*/, void* /*out*/, size_t /*count*/,
+                                          DataType /*dtype*/, ReduceOp /*op*/, DataType /*wire*/,
+                                          bool* ran) {
+    *ran = false;
+    return Status::ok();
+  }
+
   // Autotune's hierarchical switches (coordinator/parameter_manager.h): false
   // declines the hierarchical allreduce (allgather) as
   // TUTTI_HIERARCHICAL_ALLREDUCE=0 (_ALLGATHER=0) does; true lets the

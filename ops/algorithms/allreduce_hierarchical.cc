@@ -1,5 +1,7 @@
 #include "ops/algorithms/allreduce_hierarchical.h"
 
+#include "core/check.h"
+#include "core/half.h"
 #include "ops/algorithms/allgather_ring.h"
 #include "ops/algorithms/reducescatter_ring.h"
 #include "ops/algorithms/ring.h"
@@ -16,13 +18,31 @@ Status waitAll(Transport& t, std::vector<Transport::OpId>* ids) {
   return Status::ok();
 }
 
+// The exchange across hosts in `wire` (float16/bfloat16) for a float32
+// block: cast down into `to` before it, back up into the block after.
+void castToWire(const uint8_t* block, size_t count, DataType wire, uint8_t* to) {
+  const auto* in = reinterpret_cast<const float*>(block);
+  auto* out = reinterpret_cast<uint16_t*>(to);
+  if (wire == DataType::kFloat16) return floatToHalfBuffer(in, out, count);
+  floatToBfloat16Buffer(in, out, count);
+}
+
+void castFromWire(const uint8_t* from, size_t count, DataType wire, uint8_t* block) {
+  const auto* in = reinterpret_cast<const uint16_t*>(from);
+  auto* out = reinterpret_cast<float*>(block);
+  if (wire == DataType::kFloat16) return halfToFloatBuffer(in, out, count);
+  bfloat16ToFloatBuffer(in, out, count);
+}
+
 // One chunk's exchange across hosts: this rank's block of the chunk (`shard`,
 // `count` elements) is cut into one sub-block per cross rank; cross rank j
 // reduces sub-block j (reduce-scatter), then every rank sends its reduced
 // sub-block to all others (allgather). Every message is posted at once, so
 // the exchange moves while this rank works on the next chunk within its host.
 struct CrossChunk {
-  uint8_t* shard = nullptr;
+  uint8_t* shard = nullptr;  // what crosses hosts: the block itself, or its wire cast
+  uint8_t* block = nullptr;  // this rank's block of the chunk in the output
+  size_t count = 0;          // its elements
   ring::Blocks sub;
   std::vector<Transport::OpId> ops;
   uint8_t* staging = nullptr;  // the others' contributions to this rank's sub-block
@@ -73,8 +93,22 @@ Status allreduceHierarchical(Transport& local, Transport& cross, const void* in,
                              size_t count, DataType dtype, ReduceOp op, size_t segment_bytes,
                              std::vector<uint8_t>* scratch, std::vector<uint8_t>* staging,
                              size_t chunk_bytes) {
+  return allreduceHierarchicalCast(local, cross, in, out, count, dtype, op, dtype, segment_bytes,
+                                   scratch, staging, chunk_bytes);
+}
+
+Status allreduceHierarchicalCast(Transport& local, Transport& cross, const void* in, void* out,
+                                 size_t count, DataType dtype, ReduceOp op, DataType across,
+                                 size_t segment_bytes, std::vector<uint8_t>* scratch,
+                                 std::vector<uint8_t>* staging, size_t chunk_bytes) {
   if (count == 0) return Status::ok();
+  const bool cast = across != dtype;
+  if (cast) {
+    TUTTI_CHECK(dtype == DataType::kFloat32);
+    TUTTI_CHECK(across == DataType::kFloat16 || across == DataType::kBFloat16);
+  }
   const size_t esize = dataTypeSize(dtype);
+  const size_t wsize = dataTypeSize(across);
   if (chunk_bytes == 0) chunk_bytes = kDefaultChunkBytes;
   const size_t per_chunk = chunk_bytes / esize > 0 ? chunk_bytes / esize : 1;
   const int num_chunks = static_cast<int>((count + per_chunk - 1) / per_chunk);
@@ -82,16 +116,17 @@ Status allreduceHierarchical(Transport& local, Transport& cross, const void* in,
   const auto* in_bytes = static_cast<const uint8_t*>(in);
   auto* out_bytes = static_cast<uint8_t*>(out);
   const size_t seg_bytes = ring::segmentElements(segment_bytes, esize) * esize;
-  const Cross x{cross, esize, dtype, op};
+  const Cross x{cross, wsize, across, op};
   // A chunk's block within the host, and its sub-block across hosts, are
   // at most these many elements (ring::evenBlocks puts the larger first).
   const size_t block = (chunks.size[0] + local.size() - 1) / local.size();
   const size_t slot =
-      static_cast<size_t>(cross.size()) * ((block + cross.size() - 1) / cross.size()) * esize;
-  if (staging->size() < 2 * slot) staging->resize(2 * slot);
+      static_cast<size_t>(cross.size()) * ((block + cross.size() - 1) / cross.size()) * wsize;
+  const size_t wire_slot = cast ? block * wsize : 0;
+  if (staging->size() < 2 * (slot + wire_slot)) staging->resize(2 * (slot + wire_slot));
   CrossChunk inflight[2];
-  inflight[0].staging = staging->data();
-  inflight[1].staging = staging->data() + slot;
+  for (int k = 0; k < 2; ++k) inflight[k].staging = staging->data() + k * slot;
+  uint8_t* wire = staging->data() + 2 * slot;
   // Step t: chunk t within the host, then across hosts (posted); chunk t-1's
   // reduction across hosts; chunk t-2 back within the host. Every rank runs
   // the same steps, so every pair of ranks posts its messages in one order.
@@ -99,19 +134,28 @@ Status allreduceHierarchical(Transport& local, Transport& cross, const void* in,
     if (step < num_chunks) {
       const size_t off = chunks.offset[step] * esize;
       const ring::Blocks blocks = ring::evenBlocks(chunks.size[step], local.size());
-      uint8_t* own = out_bytes + off + blocks.offset[local.rank()] * esize;
-      TUTTI_RETURN_IF_ERROR(ringReduceScatterBlocks(local, in_bytes + off, out_bytes + off, own,
+      CrossChunk& c = inflight[step % 2];
+      c.block = out_bytes + off + blocks.offset[local.rank()] * esize;
+      c.count = blocks.size[local.rank()];
+      TUTTI_RETURN_IF_ERROR(ringReduceScatterBlocks(local, in_bytes + off, out_bytes + off, c.block,
                                                     blocks, dtype, op, segment_bytes, scratch));
-      x.postReduceScatter(inflight[step % 2], own, blocks.size[local.rank()]);
+      uint8_t* shard = c.block;
+      if (cast) {
+        shard = wire + (step % 2) * wire_slot;
+        castToWire(c.block, c.count, across, shard);
+      }
+      x.postReduceScatter(c, shard, c.count);
     }
     if (step >= 1 && step <= num_chunks) {
       TUTTI_RETURN_IF_ERROR(x.reduceAndPostAllgather(inflight[(step - 1) % 2]));
     }
     if (step >= 2) {
-      const int c = step - 2;
-      TUTTI_RETURN_IF_ERROR(waitAll(cross, &inflight[c % 2].ops));
-      const ring::Blocks blocks = ring::evenBlocks(chunks.size[c], local.size());
-      TUTTI_RETURN_IF_ERROR(ringAllgatherInPlace(local, out_bytes + chunks.offset[c] * esize,
+      const int k = step - 2;
+      CrossChunk& c = inflight[k % 2];
+      TUTTI_RETURN_IF_ERROR(waitAll(cross, &c.ops));
+      if (cast) castFromWire(c.shard, c.count, across, c.block);
+      const ring::Blocks blocks = ring::evenBlocks(chunks.size[k], local.size());
+      TUTTI_RETURN_IF_ERROR(ringAllgatherInPlace(local, out_bytes + chunks.offset[k] * esize,
                                                  blocks.scaled(esize), seg_bytes));
     }
   }

@@ -25,6 +25,14 @@
 // ring's bit for bit; a floating-point sum or product is taken in another
 // order (within a host, then across hosts), so it agrees within rounding.
 //
+// Compressed across hosts (`across` = kFloat16 or kBFloat16, float32 data
+// only): step 2 exchanges each block cast to the 16-bit type (half the bytes
+// over the links) and reduces it there (ops/reduce.h: adds in float32,
+// rounds back after each add); steps 1 and 3 stay float32 within the host.
+// Every rank still gets the same bits. Error: one rounding of each host's
+// partial sum and of each cross-host add, as for fp16 compression
+// (compression/cast_compressor.h); the caller prescales to stay below 65504.
+//
 // Threading, blocking, errors and count 0: as allreduceRing
 // (ops/algorithms/allreduce_ring.h). Every rank of the world calls it with
 // the same count, dtype, op and segment size, passing its own host's local
@@ -51,5 +59,12 @@ Status allreduceHierarchical(Transport& local, Transport& cross, const void* in,
                              size_t count, DataType dtype, ReduceOp op, size_t segment_bytes,
                              std::vector<uint8_t>* scratch, std::vector<uint8_t>* staging,
                              size_t chunk_bytes = 0);
+
+// The same with the exchange across hosts in `across`: `dtype` itself, or
+// for float32 data kFloat16 or kBFloat16 (checked; see above).
+Status allreduceHierarchicalCast(Transport& local, Transport& cross, const void* in, void* out,
+                                 size_t count, DataType dtype, ReduceOp op, DataType across,
+                                 size_t segment_bytes, std::vector<uint8_t>* scratch,
+                                 std::vector<uint8_t>* staging, size_t chunk_bytes = 0);
 
 }  // namespace tutti

@@ -118,6 +118,24 @@ Status TcpBackend::allreduceOutOfPlace(const void* in, void* out, size_t count, 
   return allreduceBySize(in, out, count, dtype, op);
 }
 
+Status TcpBackend::allreduceCastAcrossHosts(const void* in, void* out, size_t count, DataType dtype,
+                                            ReduceOp op, DataType wire, bool* ran) {
+  *ran = false;
+  if (dtype != DataType::kFloat32 || (wire != DataType::kFloat16 && wire != DataType::kBFloat16)) {
+    return Status::ok();
+  }
+  if (groups_.layout().cross_size < 2) {
+    *ran = true;
+    return allreduceBySize(in, out, count, dtype, op);
+  }
+  if (choose("allreduce", count * dataTypeSize(dtype)) != AlgorithmId::kAllreduceHierarchical) {
+    return Status::ok();
+  }
+  *ran = true;
+  return allreduceHierarchicalCast(groups_.local(), groups_.cross(), in, out, count, dtype, op,
+                                   wire, segment_bytes_, &scratch_, &work_);
+}
+
 Status TcpBackend::adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) {
   return allreduceAdasum(transport_, buf, counts, dtype, &scratch_);
 }

@@ -42,6 +42,11 @@ class TcpBackend : public Backend {
   Status allreduceOutOfPlace(const void* in, void* out, size_t count, DataType dtype,
                              ReduceOp op) override;
   Status adasumAllreduce(void* buf, const std::vector<size_t>& counts, DataType dtype) override;
+  // One host: a plain allreduce (nothing crosses hosts). Several: the
+  // hierarchical allreduce with its cross-host exchange in `wire`, where the
+  // algorithm table chooses it for these bytes; otherwise *ran is false.
+  Status allreduceCastAcrossHosts(const void* in, void* out, size_t count, DataType dtype,
+                                  ReduceOp op, DataType wire, bool* ran) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;
   Status broadcast(void* buf, size_t bytes, int root) override;

@@ -3,7 +3,8 @@
 // TUTTI_CROSS_RANK and TUTTI_LOCAL_*): 2x2, 2x3, 3x2 and hosts of different
 // sizes (where the flat ring runs), every dtype x op, pre- and postscale,
 // allgather (TUTTI_HIERARCHICAL_ALLGATHER=1), and process sets whose members make their own
-// placement. Expected values are computed here (tests/support/reduce_values.h).
+// placement, and "fp16:cross_host" compression. Expected values are
+// computed here (tests/support/reduce_values.h).
 
 #include <gtest/gtest.h>
 
@@ -140,6 +141,57 @@ INSTANTIATE_TEST_SUITE_P(Placements, HierarchicalRuntimeTest,
                          [](const ::testing::TestParamInfo<Hosts>& info) {
                            return std::string(info.param.name);
                          });
+
+// "fp16:cross_host" through the runtime: sums and averages of a fused group
+// within fp16 rounding of the exact values (two roundings of each host's
+// partial sum plus one per cross-host add), exact where the values are
+// small integers; on uneven hosts the whole buffer is cast (fp16's bound).
+TEST_P(HierarchicalRuntimeTest, Fp16AcrossHostsOnly) {
+  const Hosts hosts = GetParam();
+  runThreadRanks(
+      hosts.size,
+      [&](Runtime& rt) {
+        const int n = rt.size();
+        const std::vector<int64_t> counts = {30000, 7, 12000};  // one fused buffer > 64 KiB
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+          for (const bool integer : {true, false}) {
+            auto value = [&](int r, int64_t i) {
+              return integer ? double((r + 1) * (i % 13)) : 1.0 + 0.001 * r + 1e-5 * (i % 997);
+            };
+            std::vector<HostTensor> ins, outs;
+            std::vector<TensorView> in_views, out_views;
+            for (int64_t c : counts) {
+              ins.emplace_back(DataType::kFloat32, Shape{c});
+              outs.emplace_back(DataType::kFloat32, Shape{c});
+              ins.back().fill([&](int64_t i) { return value(rt.rank(), i); });
+            }
+            for (size_t k = 0; k < counts.size(); ++k) {
+              in_views.push_back(ins[k].view());
+              out_views.push_back(outs[k].view());
+            }
+            OpOptions opts = named(std::string("xh.") + reduceOpName(op) + (integer ? "i" : "f"));
+            opts.reduce_op = op;
+            opts.compression = "fp16:cross_host";
+            std::vector<Handle> hs;
+            ASSERT_TRUE(IsOk(rt.groupedAllreduce(in_views, out_views, opts, &hs)));
+            for (Handle h : hs) ASSERT_TRUE(IsOk(finishHandle(rt, h)));
+            const double factor = op == ReduceOp::kAverage ? 1.0 / n : 1.0;
+            for (size_t k = 0; k < counts.size(); ++k) {
+              EXPECT_TRUE(elementsMatch(
+                  outs[k],
+                  [&](int64_t i) {
+                    double sum = 0;
+                    for (int r = 0; r < n; ++r) sum += value(r, i);
+                    return sum * factor;
+                  },
+                  integer && op == ReduceOp::kSum ? 0.0 : (n + 1) * std::ldexp(1.0, -11)))
+                  << reduceOpName(op) << " tensor " << k << (integer ? " integers" : "");
+            }
+          }
+        }
+      },
+      onHosts(hosts));
+}
 
 // 3 hosts x 2 ranks: the set {0, 1, 4, 5} spans 2 hosts x 2 ranks
 // (hierarchical), the set {1, 2, 3, 5} has hosts of 1, 2 and 1 (flat ring);

@@ -22,6 +22,8 @@ TEST(CompressorFactory, AcceptedSpecs) {
       {"", "none", ExchangeKind::kAllreduce},
       {"  FP16 ", "fp16", ExchangeKind::kAllreduce},
       {"bf16", "bf16", ExchangeKind::kAllreduce},
+      {"FP16:Cross_Host", "fp16:cross_host", ExchangeKind::kAllreduce},
+      {"bf16:cross_host", "bf16:cross_host", ExchangeKind::kAllreduce},
       {"topk:0.01", "topk:0.01", ExchangeKind::kAllgather},
       {"TopK:1", "topk:1", ExchangeKind::kAllgather},
       {"topk:.25", "topk:0.25", ExchangeKind::kAllgather},
@@ -39,6 +41,9 @@ TEST(CompressorFactory, AcceptedSpecs) {
     ASSERT_TRUE(st.isOk()) << c.spec << ": " << st.toString();
     EXPECT_EQ(comp->spec(), c.canonical);
     EXPECT_EQ(comp->exchangeKind(), c.kind) << c.spec;
+    EXPECT_EQ(comp->crossHostOnly(),
+              std::string(c.canonical).find(":cross_host") != std::string::npos)
+        << c.spec;
     // The canonical spec builds the same compressor.
     std::unique_ptr<Compressor> again;
     ASSERT_TRUE(makeCompressor(comp->spec(), &again).isOk());
@@ -66,6 +71,10 @@ TEST(CompressorFactory, RejectedSpecsSayWhatIsAccepted) {
                            "int8:",
                            "fp16:2",
                            "none:1",
+                           "none:cross_host",
+                           "topk:cross_host",
+                           "fp16:cross_host:x",
+                           "fp16:crosshost",
                            "bf16:x",
                            "top-k:0.01",
                            ":",
@@ -82,7 +91,9 @@ TEST(CompressorFactory, RejectedSpecsSayWhatIsAccepted) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << spec;
     EXPECT_EQ(comp, nullptr) << spec;
     EXPECT_NE(st.message().find(std::string("'") + spec + "'"), std::string::npos) << st.message();
-    EXPECT_NE(st.message().find("accepted: none, fp16, bf16, topk:"), std::string::npos)
+    EXPECT_NE(
+        st.message().find("accepted: none, fp16, bf16, fp16:cross_host, bf16:cross_host, topk:"),
+        std::string::npos)
         << st.message();
   }
 }

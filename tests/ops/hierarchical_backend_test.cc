@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -139,7 +141,10 @@ class CrossHostCounter : public Transport {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   OpId postSend(int peer, const void* data, size_t bytes) override {
-    if (hosts_[peer] != hosts_[rank()]) ++cross_sends;
+    if (hosts_[peer] != hosts_[rank()]) {
+      ++cross_sends;
+      cross_bytes += bytes;
+    }
     return inner_.postSend(peer, data, bytes);
   }
   OpId postRecv(int peer, void* data, size_t bytes) override {
@@ -155,6 +160,7 @@ class CrossHostCounter : public Transport {
   }
   void wake() override { inner_.wake(); }
   size_t cross_sends = 0;
+  size_t cross_bytes = 0;
 
  private:
   Transport& inner_;
@@ -259,6 +265,89 @@ TEST(HierarchicalChoice, AutotuneSwitchesTurnItOffAndOnAgain) {
       }
     }
   });
+}
+
+// "fp16:cross_host" (TcpBackend::allreduceCastAcrossHosts): float32 within
+// a host, float16 across: half the cross-host bytes of the float32
+// hierarchical allreduce, sums within fp16 rounding of the exact ones (exact
+// for small integers), the same bits on every rank; one host is a plain
+// float32 allreduce; where the hierarchical allreduce does not run, nothing.
+TEST(HierarchicalCast, OnlyWhatCrossesHostsIsSixteenBits) {
+  const std::vector<int> h2x2 = {0, 0, 1, 1};
+  const size_t count = 100000;  // hierarchical's range
+  auto value = [](int rank, size_t i, bool integer) {
+    return integer ? static_cast<float>((rank + 1) * (i % 11))
+                   : 1.0f + 0.001f * rank + 1e-5f * static_cast<float>(i % 1000);
+  };
+  for (const bool integer : {true, false}) {
+    std::mutex mu;
+    std::vector<std::vector<float>> results(4);
+    MemoryWorld world(4);
+    world.run([&](MemoryTransport& tr) {
+      std::vector<float> in(count), full(count), half(count);
+      for (size_t i = 0; i < count; ++i) in[i] = value(tr.rank(), i, integer);
+      CrossHostCounter counter(tr, h2x2);
+      TcpBackend backend(counter, kSegmentBytes, {}, TcpHierarchy{"auto", "auto", h2x2});
+      ASSERT_TRUE(backend
+                      .allreduceOutOfPlace(in.data(), full.data(), count, DataType::kFloat32,
+                                           ReduceOp::kSum)
+                      .isOk());
+      const size_t full_bytes = counter.cross_bytes;
+      bool ran = false;
+      ASSERT_TRUE(backend
+                      .allreduceCastAcrossHosts(in.data(), half.data(), count, DataType::kFloat32,
+                                                ReduceOp::kSum, DataType::kFloat16, &ran)
+                      .isOk());
+      ASSERT_TRUE(ran);
+      EXPECT_EQ(2 * (counter.cross_bytes - full_bytes), full_bytes);
+      size_t rounded = 0;
+      for (size_t i = 0; i < count; ++i) {
+        double exact = 0;
+        for (int r = 0; r < 4; ++r) exact += value(r, i, integer);
+        // Two host partial sums rounded to fp16, their sum rounded again.
+        ASSERT_LE(std::fabs(half[i] - exact), 3 * std::ldexp(exact, -11)) << i;
+        if (integer) ASSERT_EQ(half[i], exact) << i;
+        rounded += half[i] != full[i];
+      }
+      if (!integer) EXPECT_GT(rounded, count / 2) << "the cast did not happen";
+      std::lock_guard<std::mutex> lock(mu);
+      results[static_cast<size_t>(tr.rank())] = half;
+    });
+    for (int r = 1; r < 4; ++r) EXPECT_EQ(results[r], results[0]) << "rank " << r;
+  }
+}
+
+TEST(HierarchicalCast, OneHostIsFloat32AndElsewhereItDeclines) {
+  struct Case {
+    std::vector<int> hosts;
+    size_t count;
+    bool ran;
+  };
+  const Case cases[] = {{{0, 0, 0, 0}, 100000, true},    // one host: a float32 allreduce
+                        {{0, 0, 1, 1}, 1000, false},     // recursive doubling's range
+                        {{0, 1, 2, 3}, 100000, false},   // one rank per host: flat ring
+                        {{0, 0, 0, 1}, 100000, false}};  // hosts of different sizes
+  for (const Case& c : cases) {
+    MemoryWorld world(4);
+    world.run([&](MemoryTransport& tr) {
+      std::vector<float> in(c.count, 1.0f + 1e-4f * tr.rank()), out(c.count, -1.0f);
+      TcpBackend backend(tr, kSegmentBytes, {}, TcpHierarchy{"auto", "auto", c.hosts});
+      bool ran = !c.ran;
+      ASSERT_TRUE(backend
+                      .allreduceCastAcrossHosts(in.data(), out.data(), c.count, DataType::kFloat32,
+                                                ReduceOp::kSum, DataType::kFloat16, &ran)
+                      .isOk());
+      EXPECT_EQ(ran, c.ran) << ::testing::PrintToString(c.hosts) << " " << c.count;
+      std::vector<float> want(c.count, -1.0f);
+      if (c.ran) {
+        ASSERT_TRUE(backend
+                        .allreduceOutOfPlace(in.data(), want.data(), c.count, DataType::kFloat32,
+                                             ReduceOp::kSum)
+                        .isOk());
+      }
+      EXPECT_EQ(out, want);
+    });
+  }
 }
 
 }  // namespace

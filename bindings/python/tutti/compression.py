@@ -121,7 +121,8 @@ class NativeCompressor(Compressor):
 
 
 class Compression:
-    """The compressors: Compression.none, .fp16, .bf16, .topk(ratio), .int8(block=256)."""
+    """The compressors: Compression.none, .fp16, .bf16, .topk(ratio), .int8(block=256),
+    .cross_host("fp16" or "bf16")."""
 
     none = NoneCompressor
     fp16 = FP16Compressor
@@ -150,6 +151,16 @@ class Compression:
         if int(block) != block or not 1 <= block <= 1 << 24:
             raise ValueError("int8 block must be an integer in [1, 16777216], got %r" % (block,))
         return NativeCompressor("int8:%d" % block)
+
+    @staticmethod
+    def cross_host(kind="fp16"):
+        """fp16 or bf16 for the bytes that cross hosts only ("fp16:cross_host"):
+        float32 within a host, the 16-bit cast across hosts where the
+        hierarchical allreduce runs (several hosts with several ranks each);
+        elsewhere the whole buffer is cast, as Compression.fp16 does."""
+        if kind not in ("fp16", "bf16"):
+            raise ValueError("cross_host kind must be 'fp16' or 'bf16', got %r" % (kind,))
+        return NativeCompressor(kind + ":cross_host")
 
 
 def native_spec(compression):
