@@ -238,7 +238,8 @@ const BroadcastRun kRuns[] = {
     // Chains in pieces of 100 bytes (segments of 64): 1 to 11 pieces, the
     // last shorter.
     {"chain_pieces", {1, 2, 99, 100, 101, 1009}, 100, 0},
-    // Above the tree's 64 KiB: the chain, in one piece of 4 MiB or in 7.
+    // Above the tree's 64 KiB: the chain, in one piece of 4 MiB or in 8 (the
+    // last of 1 byte).
     {"large_one_piece", {70001}, 0, kBinomialBroadcastMaxBytes},
     {"large_pieces", {70001}, 10000, kBinomialBroadcastMaxBytes},
 };
