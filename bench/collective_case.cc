@@ -153,7 +153,7 @@ bool parseReduceOp(const std::string& name, ReduceOp* op) {
 }
 
 CollectiveCase::CollectiveCase(Runtime& runtime, Collective op, DataType dtype, ReduceOp reduce_op,
-                               int64_t bytes, const ProcessSetInfo* set)
+                               int64_t bytes, const ProcessSetInfo* set, int root)
     : runtime_(runtime),
       op_(op),
       dtype_(dtype),
@@ -161,7 +161,8 @@ CollectiveCase::CollectiveCase(Runtime& runtime, Collective op, DataType dtype, 
       rank_(set ? set->rankOf(runtime.rank()) : runtime.rank()),
       ranks_(set ? set->size() : runtime.size()),
       set_id_(set ? set->id : kGlobalProcessSet),
-      root_(set ? set->ranks[0] : 0) {
+      root_member_(root),
+      root_(set ? set->ranks[static_cast<size_t>(root)] : root) {
   per_rank_ = std::max<int64_t>(1, bytes / elementSize() / numRanksInSize());
   const int64_t n = ranks_;
   switch (op_) {
@@ -241,7 +242,7 @@ double CollectiveCase::expected(int64_t index) const {
     case Collective::kAllreduce:
       return reduced(reduce_op_, ranks_, index);
     case Collective::kBroadcast:
-      return static_cast<double>(index % 7 + 1);  // root 0's input
+      return static_cast<double>(index % 7 + root_member_ + 1);  // the root's input
     case Collective::kAllgather:
       return static_cast<double>(index % per_rank_ % 7 + index / per_rank_ + 1);
     case Collective::kReducescatter:

@@ -32,9 +32,10 @@ bool parseReduceOp(const std::string& name, ReduceOp* op);
 class CollectiveCase {
  public:
   // `set`: the process set it runs over (nullptr: every rank); this rank
-  // must be a member. Ranks and sizes above are then the set's.
-  CollectiveCase(Runtime& runtime, Collective op, DataType dtype, ReduceOp reduce_op,
-                 int64_t bytes, const ProcessSetInfo* set = nullptr);
+  // must be a member. Ranks and sizes above are then the set's. `root`: the
+  // broadcast root's rank among them, 0 <= root < their number.
+  CollectiveCase(Runtime& runtime, Collective op, DataType dtype, ReduceOp reduce_op, int64_t bytes,
+                 const ProcessSetInfo* set = nullptr, int root = 0);
 
   int64_t bytes() const { return per_rank_ * numRanksInSize() * elementSize(); }
   int64_t count() const { return per_rank_ * numRanksInSize(); }
@@ -60,7 +61,8 @@ class CollectiveCase {
   int rank_;
   int ranks_;
   int32_t set_id_ = kGlobalProcessSet;
-  int root_ = 0;  // broadcast root, a global rank: the set's first member
+  int root_member_ = 0;   // broadcast root among the set's (the world's) ranks
+  int root_ = 0;          // the same, a global rank
   int64_t per_rank_ = 1;  // elements each rank contributes or receives per block
   std::vector<uint8_t> input_;
   std::vector<uint8_t> output_;  // allreduce and broadcast; the others' outputs are the handle's

@@ -14,6 +14,7 @@
 // poisoned outputs and counts, over all ranks, the elements that differ from
 // the exact expected result. Exits 1 when any #wrong is not 0.
 //
+// --root N broadcasts from rank N (of the world, or of --process-set).
 // --gradient-set runs bench/gradient_set.h instead. Settings come from the
 // TUTTI_* environment (tuttirun writes them; TUTTI_FUSION_THRESHOLD_BYTES=0
 // turns fusion off).
@@ -42,20 +43,22 @@ struct Options {
   std::string op = "allreduce";
   bool gradient_set = false;
   std::vector<int> process_set;  // empty: every rank
+  int root = 0;                  // broadcast root among the set's (the world's) ranks
 };
 
 // Runs one collective over the sweep; adds the wrong elements to *wrong.
-// `set`: the process set it runs over (nullptr: every rank).
+// `set`: the process set it runs over (nullptr: every rank); `root`: the
+// broadcast root among its ranks.
 Status runSweep(tutti::Runtime& runtime, Collective op, tutti::DataType dtype,
                 tutti::ReduceOp reduce_op, const bench_sweep& sweep,
-                const tutti::ProcessSetInfo* set, int64_t* wrong) {
+                const tutti::ProcessSetInfo* set, int root, int64_t* wrong) {
   const int32_t set_id = set ? set->id : tutti::kGlobalProcessSet;
   const int ranks = set ? set->size() : runtime.size();
   const bool reporter = set ? set->rankOf(runtime.rank()) == 0 : runtime.rank() == 0;
   int64_t last_bytes = -1;
   for (int64_t asked = sweep.min_bytes; asked <= sweep.max_bytes;
        asked = bench_next_size(&sweep, asked)) {
-    CollectiveCase point(runtime, op, dtype, reduce_op, asked, set);
+    CollectiveCase point(runtime, op, dtype, reduce_op, asked, set, root);
     if (point.bytes() == last_bytes) continue;  // rounded to the same size as the last point
     last_bytes = point.bytes();
     const std::string name = std::string("bench.") + collectiveName(op) + "." +
@@ -105,8 +108,16 @@ Status runSweeps(tutti::Runtime& runtime, const std::vector<Collective>& ops, tu
                                      : details;
     bench_print_header("tutti-bench", in_set ? set.size() : runtime.size(), where.c_str());
   }
+  const int ranks = in_set ? set.size() : runtime.size();
+  if (o.root >= ranks) {
+    return Status::invalidArgument("--root " + std::to_string(o.root) + ": the " +
+                                   (in_set ? "process set" : "world") + " has " +
+                                   std::to_string(ranks) + " ranks (accepted: 0 to " +
+                                   std::to_string(ranks - 1) + ")");
+  }
   for (size_t k = 0; member && k < ops.size(); ++k) {
-    TUTTI_RETURN_IF_ERROR(runSweep(runtime, ops[k], dtype, reduce_op, o.sweep, in_set, wrong));
+    TUTTI_RETURN_IF_ERROR(
+        runSweep(runtime, ops[k], dtype, reduce_op, o.sweep, in_set, o.root, wrong));
   }
   if (in_set == nullptr) return Status::ok();
   // Everyone leaves together: a rank's shutdown stops the whole job.
@@ -152,6 +163,10 @@ void addOptions(CLI::App& app, Options& o, std::string (&sizes)[3]) {
                  "run over a process set of these global ranks (e.g. 0,1); the other ranks "
                  "only register it and wait")
       ->delimiter(',');
+  app.add_option("--root", o.root,
+                 "broadcast root: a rank of the world, or of the process set (its index "
+                 "among the set's ranks); default 0")
+      ->check(CLI::Range(0, 1 << 20));
 }
 
 // -d, -o and --op as values; false (after saying why) when one is not known.

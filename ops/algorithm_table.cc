@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "ops/algorithms/broadcast_binomial.h"
+
 namespace tutti {
 namespace {
 
@@ -25,8 +27,9 @@ const char* recursiveDoublingDeclines(const AlgorithmCase& c) {
 
 const char* hierarchicalDeclines(const AlgorithmCase& c) {
   if (!c.hierarchical_allowed) {
-    return c.collective == "allgather" ? "turned off (TUTTI_HIERARCHICAL_ALLGATHER=0)"
-                                       : "turned off (TUTTI_HIERARCHICAL_ALLREDUCE=0)";
+    if (c.collective == "allgather") return "turned off (TUTTI_HIERARCHICAL_ALLGATHER=0)";
+    if (c.collective == "allreduce") return "turned off (TUTTI_HIERARCHICAL_ALLREDUCE=0)";
+    return "turned off";
   }
   if (c.cross_size < 2) return "all ranks are on one host";
   if (c.local_size == 0) return "hosts hold different numbers of ranks";
@@ -153,8 +156,13 @@ const std::vector<AlgorithmEntry>& algorithmTable() {
        "hosts, as many on each)"},
       {"allreduce", "ring", AlgorithmId::kAllreduceRing, 0, kNoByteLimit, "tcp", fitsAll,
        "pipelined ring reduce-scatter + allgather (bandwidth bound)"},
-      {"broadcast", "binomial", AlgorithmId::kBroadcastBinomial, 0, 64 * kKiB, "tcp", fitsAll,
-       "binomial tree, ceil(log2 n) rounds of whole-buffer messages"},
+      {"broadcast", "hierarchical", AlgorithmId::kBroadcastHierarchical, 0, kNoByteLimit, "tcp",
+       hierarchicalDeclines,
+       "across hosts among the ranks at the root's local index, then within each host, each a "
+       "binomial tree up to 64 KiB and a chain above, pipelined in 4 MiB pieces (several ranks on "
+       "each of several hosts, as many on each)"},
+      {"broadcast", "binomial", AlgorithmId::kBroadcastBinomial, 0, kBinomialBroadcastMaxBytes,
+       "tcp", fitsAll, "binomial tree, ceil(log2 n) rounds of whole-buffer messages"},
       {"broadcast", "chain", AlgorithmId::kBroadcastChain, 0, kNoByteLimit, "tcp", fitsAll,
        "pipelined chain from the root"},
       {"allgather", "hierarchical", AlgorithmId::kAllgatherHierarchical, 64 * kKiB + 1,

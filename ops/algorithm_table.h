@@ -37,6 +37,7 @@ enum class AlgorithmId {
   kAllreduceHierarchical,
   kBroadcastBinomial,
   kBroadcastChain,
+  kBroadcastHierarchical,
   kAllgatherRing,
   kAllgatherHierarchical,
   kAlltoallPairwise,
@@ -55,7 +56,8 @@ struct AlgorithmCase {
   // every rank, so the choice is too.
   int local_size = 1;
   int cross_size = 1;
-  // false: TUTTI_HIERARCHICAL_ALLREDUCE=0 (allreduce), _ALLGATHER=0 (allgather)
+  // false: TUTTI_HIERARCHICAL_ALLREDUCE=0 (allreduce), _ALLGATHER=0
+  // (allgather); broadcast has no such switch (TUTTI_ALGORITHMS decides).
   bool hierarchical_allowed = true;
 };
 

@@ -61,6 +61,10 @@ HostGroups::HostGroups(Transport& transport, const std::vector<int>& host_of_ran
                                    : host_of_rank;
   TUTTI_CHECK_EQ(ids.size(), static_cast<size_t>(transport.size()));
   layout_ = hostLayout(ids, transport.rank());
+  host_ordered_rank_.assign(ids.size(), 0);
+  for (size_t i = 0; i < layout_.host_order.size(); ++i) {
+    host_ordered_rank_[static_cast<size_t>(layout_.host_order[i])] = static_cast<int>(i);
+  }
   if (!std::is_sorted(layout_.host_order.begin(), layout_.host_order.end())) {
     host_ordered_ = std::make_unique<SubsetTransport>(transport, layout_.host_order);
   }

@@ -11,6 +11,10 @@
 // entries of the world's list. Everything else here is pure and
 // deterministic in the list, so every rank derives the same groups.
 //
+// Broadcast (ops/algorithms/broadcast_hierarchical.h) uses the same two
+// groups: only the ranks at the root's local index cross hosts, and for them
+// that column is their own cross group.
+//
 // Thread-safety: HostGroups is used by the thread that uses its transport
 // (the background thread), like the transport itself.
 
@@ -69,11 +73,15 @@ class HostGroups {
   // itself when that is already its order), for flat rings whose result
   // does not depend on the ranks' order (allreduce).
   Transport& hostOrdered() { return host_ordered_ ? *host_ordered_ : transport_; }
+  // The rank of transport rank `rank` in hostOrdered() (its position in
+  // layout().host_order); 0 <= rank < the transport's size.
+  int hostOrderedRank(int rank) const { return host_ordered_rank_[static_cast<size_t>(rank)]; }
 
  private:
   Transport& transport_;
   HostLayout layout_;
   std::unique_ptr<SubsetTransport> host_ordered_;
+  std::vector<int> host_ordered_rank_;  // inverse of layout_.host_order
   std::unique_ptr<SubsetTransport> local_;
   std::unique_ptr<SubsetTransport> cross_;
 };

@@ -17,6 +17,10 @@
 
 namespace tutti {
 
+// The largest payload the tcp backend broadcasts by the tree by default
+// (ops/algorithm_table.cc); above it, the chain.
+constexpr size_t kBinomialBroadcastMaxBytes = 64 * 1024;
+
 Status broadcastBinomial(Transport& transport, void* buf, size_t bytes, int root);
 
 }  // namespace tutti

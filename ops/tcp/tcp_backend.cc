@@ -17,6 +17,7 @@
 #include "ops/algorithms/barrier_dissemination.h"
 #include "ops/algorithms/broadcast_binomial.h"
 #include "ops/algorithms/broadcast_chain.h"
+#include "ops/algorithms/broadcast_hierarchical.h"
 #include "ops/algorithms/reducescatter_ring.h"
 #include "ops/algorithms/ring.h"
 
@@ -75,8 +76,11 @@ AlgorithmChoice TcpBackend::select(const char* collective, uint64_t bytes) const
   AlgorithmCase c{collective, bytes, kTransportName};
   c.local_size = groups_.layout().local_size;
   c.cross_size = groups_.layout().cross_size;
-  c.hierarchical_allowed = std::string_view(collective) == "allgather" ? hierarchical_allgather_
-                                                                       : hierarchical_allreduce_;
+  // Broadcast has no switch of its own: TUTTI_ALGORITHMS chooses another.
+  const std::string_view name(collective);
+  c.hierarchical_allowed = name == "allgather"   ? hierarchical_allgather_
+                           : name == "allreduce" ? hierarchical_allreduce_
+                                                 : true;
   return selectAlgorithm(algorithmTable(), overrides_, c);
 }
 
@@ -157,10 +161,18 @@ Status TcpBackend::broadcast(void* buf, size_t bytes, int root) {
     return Status::invalidArgument("broadcast root " + std::to_string(root) +
                                    " is not a rank of a world of size " + std::to_string(size()));
   }
-  if (choose("broadcast", bytes) == AlgorithmId::kBroadcastBinomial) {
-    return broadcastBinomial(transport_, buf, bytes, root);
+  switch (choose("broadcast", bytes)) {
+    case AlgorithmId::kBroadcastHierarchical:
+      return broadcastHierarchical(groups_.local(), groups_.cross(), groups_.layout(), buf, bytes,
+                                   root, segment_bytes_);
+    case AlgorithmId::kBroadcastBinomial:
+      return broadcastBinomial(groups_.hostOrdered(), buf, bytes, groups_.hostOrderedRank(root));
+    default:
+      break;
   }
-  return broadcastChain(transport_, buf, bytes, root, segment_bytes_);
+  // The chain follows the hosts, so that it crosses each link once.
+  return broadcastChain(groups_.hostOrdered(), buf, bytes, groups_.hostOrderedRank(root),
+                        segment_bytes_);
 }
 
 Status TcpBackend::alltoallv(const void* input, const std::vector<size_t>& send_bytes, void* output,

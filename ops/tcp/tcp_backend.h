@@ -4,9 +4,10 @@
 // call by ops/algorithm_table.h (by collective and payload size, with
 // TUTTI_ALGORITHMS's overrides first); ring and chain algorithms are
 // pipelined in segments of `segment_bytes` (0: ring::kDefaultSegmentBytes).
-// Adasum by ops/algorithms/allreduce_adasum.h. Hierarchical allreduce
-// (ops/algorithms/allreduce_hierarchical.h) runs over the transport's ranks
-// grouped by host (ops/host_groups.h).
+// Adasum by ops/algorithms/allreduce_adasum.h. Hierarchical allreduce,
+// allgather and broadcast (ops/algorithms/*_hierarchical.h) run over the
+// transport's ranks grouped by host (ops/host_groups.h); the flat allreduce
+// ring and broadcast chain and tree run through the ranks host by host.
 
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +33,10 @@ class TcpBackend : public Backend {
   // `transport` must outlive the backend. `overrides`: parsed
   // TUTTI_ALGORITHMS (parseAlgorithmOverrides); the same on every rank.
   // hierarchy.allreduce (.allgather) "1" puts the hierarchical allreduce
-  // (allgather) after the overrides for every size, "0" declines it.
+  // (allgather) after the overrides for every size, "0" declines it. The
+  // hierarchical broadcast has no switch: the table picks it for every size
+  // where the placement allows (TUTTI_ALGORITHMS=broadcast:0-inf:chain
+  // chooses the flat chain instead).
   TcpBackend(Transport& transport, size_t segment_bytes,
              std::vector<AlgorithmOverride> overrides = {}, const TcpHierarchy& hierarchy = {});
   const char* name() const override { return "tcp"; }

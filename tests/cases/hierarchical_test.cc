@@ -2,8 +2,9 @@
 // threads on simulated hosts (ClusterOptions::ranks_per_host sets
 // TUTTI_CROSS_RANK and TUTTI_LOCAL_*): 2x2, 2x3, 3x2 and hosts of different
 // sizes (where the flat ring runs), every dtype x op, pre- and postscale,
-// allgather (TUTTI_HIERARCHICAL_ALLGATHER=1), and process sets whose members make their own
-// placement, and "fp16:cross_host" compression. Expected values are
+// allgather (TUTTI_HIERARCHICAL_ALLGATHER=1), broadcast from every root,
+// process sets whose members make their own placement, and "fp16:cross_host"
+// compression. Expected values are
 // computed here (tests/support/reduce_values.h).
 
 #include <gtest/gtest.h>
@@ -55,6 +56,23 @@ void checkAllreduce(Runtime& rt, DataType dtype, ReduceOp op, int64_t count, int
   EXPECT_TRUE(elementsMatch(
       output, [&](int64_t i) { return reduceExpected(dtype, op, i, members); },
       reduceTolerance(dtype, op)));
+}
+
+// One broadcast of `count` int32 from global rank `root` in `set`; every
+// member must end with the root's values.
+void checkBroadcast(Runtime& rt, int64_t count, int root, int32_t set, const std::string& name) {
+  SCOPED_TRACE(name + " root " + std::to_string(root));
+  auto value = [](int r, int64_t i) { return static_cast<double>(r * 1000 + i % 997); };
+  HostTensor input(DataType::kInt32, {count});
+  HostTensor output(DataType::kInt32, {count});
+  input.fill([&](int64_t i) { return value(rt.rank(), i); });
+  output.fill([](int64_t) { return -1; });
+  OpOptions opts = named(name);
+  opts.root = root;
+  opts.process_set = set;
+  ASSERT_TRUE(IsOk(runOpStatus(
+      rt, [&](Handle* h) { return rt.broadcast(input.view(), output.view(), opts, h); })));
+  EXPECT_TRUE(elementsMatch(output, [&](int64_t i) { return value(root, i); }));
 }
 
 class HierarchicalRuntimeTest : public ::testing::TestWithParam<Hosts> {};
@@ -135,6 +153,23 @@ TEST_P(HierarchicalRuntimeTest, AllgatherInRankOrder) {
       onHosts(hosts));
 }
 
+// Broadcast (hierarchical by default on these hosts, flat on uneven ones)
+// from every root, of a tree-sized (4 KB) and a chain-sized (80 KB) tensor.
+TEST_P(HierarchicalRuntimeTest, BroadcastFromEveryRoot) {
+  const Hosts hosts = GetParam();
+  runThreadRanks(
+      hosts.size,
+      [&](Runtime& rt) {
+        for (int root = 0; root < rt.size(); ++root) {
+          for (int64_t count : {int64_t{1009}, int64_t{20011}}) {
+            checkBroadcast(rt, count, root, kGlobalProcessSet,
+                           "hier_bc." + std::to_string(root) + "." + std::to_string(count));
+          }
+        }
+      },
+      onHosts(hosts));
+}
+
 INSTANTIATE_TEST_SUITE_P(Placements, HierarchicalRuntimeTest,
                          ::testing::Values(Hosts{4, 2, "h2x2"}, Hosts{6, 3, "h2x3"},
                                            Hosts{6, 2, "h3x2"}, Hosts{5, 2, "uneven_2_2_1"}),
@@ -195,7 +230,7 @@ TEST_P(HierarchicalRuntimeTest, Fp16AcrossHostsOnly) {
 
 // 3 hosts x 2 ranks: the set {0, 1, 4, 5} spans 2 hosts x 2 ranks
 // (hierarchical), the set {1, 2, 3, 5} has hosts of 1, 2 and 1 (flat ring);
-// both run at once with the world.
+// both run at once with the world; each broadcasts from global rank 5.
 TEST(HierarchicalRuntime, ProcessSetsTakeTheirMembersPlacement) {
   runThreadRanks(
       6,
@@ -215,6 +250,8 @@ TEST(HierarchicalRuntime, ProcessSetsTakeTheirMembersPlacement) {
               checkAllreduce(rt, dtype, ReduceOp::kSum, 30011, static_cast<int>(me), 4, ids[s],
                              "set" + std::to_string(s) + dataTypeName(dtype));
             }
+            // The root is a global rank: 5, the second rank of host 2.
+            checkBroadcast(rt, 20011, 5, ids[s], "set" + std::to_string(s) + "bc");
           }
         }
         checkAllreduce(rt, DataType::kFloat64, ReduceOp::kMax, 30011, rt.rank(), 6,

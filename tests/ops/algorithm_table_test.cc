@@ -112,8 +112,9 @@ TEST(AlgorithmSelection, ACandidateThatDoesNotFitSaysWhyAndTheNextIsTaken) {
   const AlgorithmChoice none =
       selectAlgorithm(algorithmTable(), {}, AlgorithmCase{"broadcast", 1, "rdma"});
   EXPECT_EQ(none.entry, nullptr);
-  ASSERT_EQ(none.declined.size(), 2u);
-  EXPECT_EQ(none.declined[0], "binomial: runs over tcp, not rdma");
+  ASSERT_EQ(none.declined.size(), 3u);
+  EXPECT_EQ(none.declined[0], "hierarchical: runs over tcp, not rdma");
+  EXPECT_EQ(none.declined[1], "binomial: runs over tcp, not rdma");
 }
 
 // Hierarchical allreduce: above recursive doubling's range when there are
@@ -145,6 +146,40 @@ TEST(AlgorithmSelection, HierarchicalFollowsThePlacement) {
       "hierarchical");
 }
 
+// Hierarchical broadcast: for every size when there are several hosts with
+// the same number (> 1) of ranks each; it has no switch of its own, and
+// TUTTI_ALGORITHMS chooses a flat one.
+TEST(AlgorithmSelection, HierarchicalBroadcastFollowsThePlacement) {
+  auto pick = [](uint64_t bytes, int local_size, int cross_size,
+                 const std::vector<AlgorithmOverride>& overrides = {}) {
+    AlgorithmCase c{"broadcast", bytes, "tcp"};
+    c.local_size = local_size;
+    c.cross_size = cross_size;
+    const AlgorithmChoice choice = selectAlgorithm(algorithmTable(), overrides, c);
+    return std::string(choice.entry->name) +
+           (choice.declined.empty() ? "" : " (" + choice.declined.back() + ")");
+  };
+  for (uint64_t bytes : {uint64_t{0}, uint64_t{1}, uint64_t{64 * 1024}, uint64_t{64 * 1024 + 1},
+                         uint64_t{1} << 30, kNoByteLimit}) {
+    EXPECT_EQ(pick(bytes, 2, 2), "hierarchical") << bytes;
+    EXPECT_EQ(pick(bytes, 3, 4), "hierarchical") << bytes;
+  }
+  EXPECT_EQ(pick(8, 1, 4), "binomial (hierarchical: one rank per host)");
+  EXPECT_EQ(pick(1 << 20, 1, 4), "chain (hierarchical: one rank per host)");
+  EXPECT_EQ(pick(8, 0, 2), "binomial (hierarchical: hosts hold different numbers of ranks)");
+  EXPECT_EQ(pick(1 << 20, 4, 1), "chain (hierarchical: all ranks are on one host)");
+  EXPECT_EQ(pick(1 << 20, 2, 2, parsed("broadcast:0-inf:chain")), "chain");
+  EXPECT_EQ(pick(8, 2, 2, parsed("broadcast:0-inf:binomial")), "binomial");
+  // Not turned off by an allreduce or allgather setting; the reason names none.
+  AlgorithmCase off{"broadcast", 8, "tcp"};
+  off.local_size = 2;
+  off.cross_size = 2;
+  off.hierarchical_allowed = false;
+  const AlgorithmChoice choice = selectAlgorithm(algorithmTable(), {}, off);
+  ASSERT_EQ(choice.declined.size(), 1u);
+  EXPECT_EQ(choice.declined[0], "hierarchical: turned off");
+}
+
 TEST(AlgorithmSelection, EveryCollectiveHasAnEntryForEverySize) {
   for (const AlgorithmEntry& e : algorithmTable()) {
     for (uint64_t bytes : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 40, kNoByteLimit}) {
@@ -159,6 +194,7 @@ TEST(AlgorithmSelection, TableTextListsEveryAlgorithm) {
   EXPECT_NE(text.find("allreduce:0-inf:ring  [tcp]"), std::string::npos) << text;
   EXPECT_NE(text.find("allreduce:0-inf:hierarchical  [tcp]"), std::string::npos) << text;
   EXPECT_NE(text.find("broadcast:0-64k:binomial"), std::string::npos) << text;
+  EXPECT_NE(text.find("broadcast:0-inf:hierarchical  [tcp]"), std::string::npos) << text;
   EXPECT_NE(text.find("barrier:0-inf:dissemination"), std::string::npos) << text;
 }
 

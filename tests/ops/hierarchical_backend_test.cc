@@ -1,8 +1,9 @@
 // TcpBackend's choice of the hierarchical allreduce (ops/algorithm_table.h,
-// TUTTI_HIERARCHICAL_ALLREDUCE): which algorithm ran is told by the messages
-// it posted, compared with the same call made on the algorithm directly;
-// results are checked against exact sums. Process sets take their members'
-// hosts.
+// TUTTI_HIERARCHICAL_ALLREDUCE), allgather and broadcast: which algorithm ran
+// is told by the messages it posted, compared with the same call made on the
+// algorithm directly, and by the bytes it sent across hosts; results are
+// checked against exact sums and the root's bytes. Process sets take their
+// members' hosts.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,8 @@
 #include "ops/algorithms/allreduce_hierarchical.h"
 #include "ops/algorithms/allreduce_recursive_doubling.h"
 #include "ops/algorithms/allreduce_ring.h"
+#include "ops/algorithms/broadcast_chain.h"
+#include "ops/algorithms/broadcast_hierarchical.h"
 #include "ops/host_groups.h"
 #include "ops/subset_transport.h"
 #include "ops/tcp/tcp_backend.h"
@@ -347,6 +350,80 @@ TEST(HierarchicalCast, OneHostIsFloat32AndElsewhereItDeclines) {
       }
       EXPECT_EQ(out, want);
     });
+  }
+}
+
+// Broadcast through the backend on hosts {0, 1, 0, 1} (host order 0, 2, 1,
+// 3), every root, a tree-sized and a chain-sized payload: by default the
+// hierarchical broadcast runs (the messages of the direct call) and puts the
+// buffer on the link once; the flat chain (TUTTI_ALGORITHMS) runs through the
+// ranks host by host: once from a host's first rank (0, 1), twice from its
+// second (2, 3), against three times in rank order; the binomial tree, too,
+// is exact. Every rank ends with the root's bytes.
+TEST(HierarchicalChoice, BroadcastCrossesTheLinkOnce) {
+  const std::vector<int> interleaved = {0, 1, 0, 1};
+  struct BroadcastCase {
+    const char* algorithms;  // TUTTI_ALGORITHMS
+    size_t bytes;
+    std::vector<size_t> crossings;  // the buffer's crossings by root
+  };
+  const std::vector<size_t> once = {1, 1, 1, 1};
+  const BroadcastCase cases[] = {
+      {"", 1000, once},
+      {"", 200000, once},
+      {"broadcast:0-inf:chain", 200000, {1, 1, 2, 2}},
+      {"broadcast:0-inf:binomial", 1000, {}},
+  };
+  for (const BroadcastCase& c : cases) {
+    std::vector<AlgorithmOverride> overrides;
+    ASSERT_TRUE(parseAlgorithmOverrides(c.algorithms, &overrides).isOk());
+    for (int root = 0; root < 4; ++root) {
+      const std::string what = std::string(c.algorithms) + " bytes " + std::to_string(c.bytes) +
+                               " root " + std::to_string(root);
+      std::vector<size_t> cross_bytes(4, 0), rank_order_bytes(4, 0);
+      MemoryWorld world(4);
+      world.run([&](MemoryTransport& tr) {
+        auto fill = [&](std::vector<uint8_t>* buf) {
+          for (size_t i = 0; i < c.bytes; ++i) {
+            (*buf)[i] = tr.rank() == root ? static_cast<uint8_t>(i * 7 + root) : 0;
+          }
+        };
+        std::vector<uint8_t> buf(c.bytes), direct(c.bytes);
+        fill(&direct);
+        HostGroups groups(tr, interleaved);
+        size_t posted = tr.postedOps();
+        ASSERT_TRUE(broadcastHierarchical(groups.local(), groups.cross(), groups.layout(),
+                                          direct.data(), c.bytes, root, kSegmentBytes)
+                        .isOk());
+        const size_t hierarchical_ops = tr.postedOps() - posted;
+        fill(&direct);
+        CrossHostCounter by_rank(tr, interleaved);
+        ASSERT_TRUE(broadcastChain(by_rank, direct.data(), c.bytes, root, kSegmentBytes).isOk());
+        rank_order_bytes[tr.rank()] = by_rank.cross_bytes;
+        fill(&buf);
+        CrossHostCounter counter(tr, interleaved);
+        TcpBackend backend(counter, kSegmentBytes, overrides,
+                           TcpHierarchy{"auto", "auto", interleaved});
+        posted = tr.postedOps();
+        ASSERT_TRUE(backend.broadcast(buf.data(), c.bytes, root).isOk()) << what;
+        if (c.algorithms[0] == '\0') {
+          EXPECT_EQ(tr.postedOps() - posted, hierarchical_ops) << what;
+        }
+        cross_bytes[tr.rank()] = counter.cross_bytes;
+        for (size_t i = 0; i < c.bytes; ++i) {
+          ASSERT_EQ(buf[i], static_cast<uint8_t>(i * 7 + root)) << what << " byte " << i;
+        }
+      });
+      size_t total = 0, rank_order = 0;
+      for (int r = 0; r < 4; ++r) {
+        total += cross_bytes[r];
+        rank_order += rank_order_bytes[r];
+      }
+      EXPECT_EQ(rank_order, 3 * c.bytes) << what;
+      if (!c.crossings.empty()) {
+        EXPECT_EQ(total, c.crossings[root] * c.bytes) << what;
+      }
+    }
   }
 }
 

@@ -4,7 +4,8 @@
 // references computed here and against the flat ring byte for byte, in one
 // chunk and pipelined in many; random floats within rounding of the ring
 // (min/max bit for bit); hierarchical allgather with uneven and empty blocks
-// against the flat ring. The backend's choice: hierarchical_backend_test.cc.
+// against the flat ring; hierarchical broadcast from every root against the
+// root's bytes. The backend's choice: hierarchical_backend_test.cc.
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include "ops/algorithms/allreduce_hierarchical.h"
 #include "ops/algorithms/allreduce_recursive_doubling.h"
 #include "ops/algorithms/allreduce_ring.h"
+#include "ops/algorithms/broadcast_hierarchical.h"
 #include "ops/host_groups.h"
 #include "ops/subset_transport.h"
 #include "ops/tcp/tcp_backend.h"
@@ -191,6 +193,100 @@ TEST(HierarchicalAllreduce, RandomFloatsAgreeWithTheRing) {
         }
       }
     }
+  });
+}
+
+// ------------------------------------------------------------- broadcast
+// Every root, 0 and 1 bytes, odd sizes, through the binomial tree and
+// through the chain in one piece and in many: every rank's buffer equals the
+// root's pattern, computed here, byte for byte, and the guard byte past it
+// is untouched.
+
+constexpr uint8_t kFill = 0xcd;
+
+// Byte i of root `root`'s buffer (differs between roots).
+uint8_t pattern(int root, size_t i) {
+  return static_cast<uint8_t>(i * 131 + static_cast<size_t>(root) * 29 + 1);
+}
+
+// `bytes` bytes of the root's pattern on the root, kFill elsewhere, and one
+// guard byte of kFill past the end.
+std::vector<uint8_t> before(int rank, int root, size_t bytes) {
+  std::vector<uint8_t> buf(bytes + 1, kFill);
+  if (rank == root) {
+    for (size_t i = 0; i < bytes; ++i) buf[i] = pattern(root, i);
+  }
+  return buf;
+}
+
+std::vector<uint8_t> expected(int root, size_t bytes) {
+  std::vector<uint8_t> buf(bytes + 1, kFill);
+  for (size_t i = 0; i < bytes; ++i) buf[i] = pattern(root, i);
+  return buf;
+}
+
+struct BroadcastRun {
+  const char* path;
+  std::vector<size_t> sizes;
+  size_t chunk_bytes;     // 0: 4 MiB
+  size_t tree_max_bytes;  // above it: the chain
+};
+
+const BroadcastRun kRuns[] = {
+    // Binomial trees across and within hosts, one piece.
+    {"tree", {0, 1, 2, 7, 63, 65, 1009}, 0, kBinomialBroadcastMaxBytes},
+    // Chains in pieces of 100 bytes (segments of 64): 1 to 11 pieces, the
+    // last shorter.
+    {"chain_pieces", {1, 2, 99, 100, 101, 1009}, 100, 0},
+    // Above the tree's 64 KiB: the chain, in one piece of 4 MiB or in 8 (the
+    // last of 1 byte).
+    {"large_one_piece", {70001}, 0, kBinomialBroadcastMaxBytes},
+    {"large_pieces", {70001}, 10000, kBinomialBroadcastMaxBytes},
+};
+
+class HierarchicalBroadcastTest : public ::testing::TestWithParam<Placement> {};
+
+TEST_P(HierarchicalBroadcastTest, EveryRankGetsTheRootsBytes) {
+  const std::vector<int>& hosts = GetParam().hosts;
+  const int n = static_cast<int>(hosts.size());
+  MemoryWorld world(n);
+  world.run([&](MemoryTransport& tr) {
+    HostGroups groups(tr, hosts);
+    ASSERT_TRUE(groups.hierarchical());
+    for (const BroadcastRun& run : kRuns) {
+      for (size_t bytes : run.sizes) {
+        for (int root = 0; root < n; ++root) {
+          const std::string what = std::string(run.path) + " bytes " + std::to_string(bytes) +
+                                   " root " + std::to_string(root) + " rank " +
+                                   std::to_string(tr.rank());
+          std::vector<uint8_t> buf = before(tr.rank(), root, bytes);
+          ASSERT_TRUE(broadcastHierarchical(groups.local(), groups.cross(), groups.layout(),
+                                            buf.data(), bytes, root, kSegmentBytes, run.chunk_bytes,
+                                            run.tree_max_bytes)
+                          .isOk())
+              << what;
+          ASSERT_EQ(buf, expected(root, bytes)) << what;
+        }
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, HierarchicalBroadcastTest, ::testing::ValuesIn(kPlacements),
+                         [](const ::testing::TestParamInfo<Placement>& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(HostGroups, HostOrderedRankIsThePositionInHostOrder) {
+  MemoryWorld world(6);
+  world.run([&](MemoryTransport& tr) {
+    HostGroups groups(tr, {2, 0, 1, 0, 2, 1});
+    // host_order: host 0 (1, 3), host 1 (2, 5), host 2 (0, 4).
+    const std::vector<int> position = {4, 0, 2, 1, 5, 3};
+    for (int r = 0; r < 6; ++r) EXPECT_EQ(groups.hostOrderedRank(r), position[r]) << r;
+    EXPECT_EQ(groups.hostOrdered().rank(), position[tr.rank()]);
+    HostGroups sorted(tr, {0, 0, 0, 1, 1, 1});
+    for (int r = 0; r < 6; ++r) EXPECT_EQ(sorted.hostOrderedRank(r), r);
   });
 }
 
