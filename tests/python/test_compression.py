@@ -46,6 +46,10 @@ def test_compression_objects():
         hvd.Compression.topk(0)
     with pytest.raises(ValueError):
         hvd.Compression.int8(0)
+    assert hvd.Compression.cross_host().spec == "fp16:cross_host"
+    assert hvd.Compression.cross_host("bf16").spec == "bf16:cross_host"
+    with pytest.raises(ValueError):
+        hvd.Compression.cross_host("int8")
     # Horovod's interface: fp16 called directly casts, as Horovod's
     # FP16Compressor (this used to be the identity, which a Horovod script
     # compressing by hand would not expect; test_optimizer_horovod.py checks
@@ -61,6 +65,7 @@ def test_compression_objects():
     (hvd.Compression.fp16, 2.0 ** -11),
     (hvd.Compression.bf16, 2.0 ** -8),
     (hvd.Compression.topk(1.0), 2.0 ** -11),
+    (hvd.Compression.cross_host(), 2.0 ** -11),  # one host: nothing crosses, float32
 ])
 def test_allreduce_within_bound(compression, rel):
     r, s = r_s()
