@@ -3,8 +3,9 @@
 Run by tuttirun. Before loading tutti it points the rank at the recording
 proxy (RECORD_PROXY_PORT) instead of tuttirun's rendezvous server, after
 writing the server's real port to RECORD_DIR/target_port for the proxy.
-Then it runs every collective kind a few times (fusion, the response cache,
-errors, an alltoall with splits) so that the control messages cover them.
+Then it runs every collective kind a few times (RECORD_STEPS, default 3:
+fusion, the response cache, errors, an alltoall with splits) so that the
+control messages cover them.
 """
 import os
 
@@ -21,7 +22,7 @@ import tutti.torch as hvd  # noqa: E402
 
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
-for step in range(3):
+for step in range(int(os.environ.get("RECORD_STEPS", "3"))):
     # zeros compress well: zstd frames on the wire when the level is set
     grads = [torch.zeros(5000) + (rank if i % 2 else 0) for i in range(4)]
     handles = [hvd.allreduce_async(g, name="grad.%d" % i, op=hvd.Sum) for i, g in enumerate(grads)]

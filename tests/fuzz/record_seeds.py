@@ -3,9 +3,10 @@
 
     tests/fuzz/record_seeds.py --tuttirun build/launcher/tuttirun --out DIR [--np 3]
 
-Runs two np-3 jobs of tests/fuzz/record_job.py under tuttirun (shared memory
-on; then shared memory off with TUTTI_COMPRESSION_ZSTD_LEVEL=1 so that data
-moves as zstd wire frames on TCP). Every rank reaches the rendezvous server
+Runs three np-3 jobs of tests/fuzz/record_job.py under tuttirun (shared
+memory on; then shared memory off with TUTTI_COMPRESSION_ZSTD_LEVEL=1 so
+that data moves as zstd wire frames on TCP; then with autotune switching
+every 6 steps, so that response lists carry its parameters). Every rank reaches the rendezvous server
 through a recording TCP proxy, which also rewrites each rank's published
 address ("rank/<r>/addr") to a proxy of its own, so that every peer
 connection (control and data) is recorded as well. Nothing is decrypted:
@@ -208,6 +209,10 @@ def main():
         run_job(args, recorder, record_dir, {"TUTTI_FUSION_THRESHOLD_BYTES": "65536"})
         run_job(args, recorder, record_dir,
                 {"TUTTI_SHM": "off", "TUTTI_COMPRESSION_ZSTD_LEVEL": "1"})
+        # Autotune on: response lists that carry TunedParameters.
+        run_job(args, recorder, record_dir,
+                {"TUTTI_AUTOTUNE": "1", "TUTTI_AUTOTUNE_WARMUP_SAMPLES": "0",
+                 "TUTTI_AUTOTUNE_STEPS_PER_SAMPLE": "1", "RECORD_STEPS": "14"})
         recorder.loop.call_soon_threadsafe(recorder.loop.stop)
         cut(list(recorder.conns), seeds)
     missing = []
