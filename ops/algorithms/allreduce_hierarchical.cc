@@ -123,10 +123,13 @@ Status allreduceHierarchicalCast(Transport& local, Transport& cross, const void*
   const size_t slot =
       static_cast<size_t>(cross.size()) * ((block + cross.size() - 1) / cross.size()) * wsize;
   const size_t wire_slot = cast ? block * wsize : 0;
-  if (staging->size() < 2 * (slot + wire_slot)) staging->resize(2 * (slot + wire_slot));
-  CrossChunk inflight[2];
-  for (int k = 0; k < 2; ++k) inflight[k].staging = staging->data() + k * slot;
-  uint8_t* wire = staging->data() + 2 * slot;
+  // Three chunks are in flight at once (steps 1, 2 and 3 of the steps
+  // below), each with its own messages, staging and wire cast.
+  constexpr int kSlots = 3;
+  if (staging->size() < kSlots * (slot + wire_slot)) staging->resize(kSlots * (slot + wire_slot));
+  CrossChunk inflight[kSlots];
+  for (int k = 0; k < kSlots; ++k) inflight[k].staging = staging->data() + k * slot;
+  uint8_t* wire = staging->data() + kSlots * slot;
   // Step t: chunk t within the host, then across hosts (posted); chunk t-1's
   // reduction across hosts; chunk t-2 back within the host. Every rank runs
   // the same steps, so every pair of ranks posts its messages in one order.
@@ -134,24 +137,24 @@ Status allreduceHierarchicalCast(Transport& local, Transport& cross, const void*
     if (step < num_chunks) {
       const size_t off = chunks.offset[step] * esize;
       const ring::Blocks blocks = ring::evenBlocks(chunks.size[step], local.size());
-      CrossChunk& c = inflight[step % 2];
+      CrossChunk& c = inflight[step % kSlots];
       c.block = out_bytes + off + blocks.offset[local.rank()] * esize;
       c.count = blocks.size[local.rank()];
       TUTTI_RETURN_IF_ERROR(ringReduceScatterBlocks(local, in_bytes + off, out_bytes + off, c.block,
                                                     blocks, dtype, op, segment_bytes, scratch));
       uint8_t* shard = c.block;
       if (cast) {
-        shard = wire + (step % 2) * wire_slot;
+        shard = wire + (step % kSlots) * wire_slot;
         castToWire(c.block, c.count, across, shard);
       }
       x.postReduceScatter(c, shard, c.count);
     }
     if (step >= 1 && step <= num_chunks) {
-      TUTTI_RETURN_IF_ERROR(x.reduceAndPostAllgather(inflight[(step - 1) % 2]));
+      TUTTI_RETURN_IF_ERROR(x.reduceAndPostAllgather(inflight[(step - 1) % kSlots]));
     }
     if (step >= 2) {
       const int k = step - 2;
-      CrossChunk& c = inflight[k % 2];
+      CrossChunk& c = inflight[k % kSlots];
       TUTTI_RETURN_IF_ERROR(waitAll(cross, &c.ops));
       if (cast) castFromWire(c.shard, c.count, across, c.block);
       const ring::Blocks blocks = ring::evenBlocks(chunks.size[k], local.size());

@@ -51,8 +51,9 @@ namespace tutti {
 
 // out[i] = op over all ranks of in[i]; in == out is in place, otherwise `in`
 // is only read and must not overlap `out`. `scratch` as for allreduceRing;
-// `staging` holds what arrives from other hosts (two chunks' worth, at most
-// 2 x chunk_bytes / local size plus rounding); both are resized as needed
+// `staging` holds what arrives from other hosts (three chunks' worth, at
+// most 3 x chunk_bytes / local size plus rounding, and as much again for
+// the 16-bit casts of allreduceHierarchicalCast); both are resized as needed
 // and may be reused between calls. `chunk_bytes`: the pipeline's chunk
 // (0: 4 MiB), rounded down to whole elements.
 Status allreduceHierarchical(Transport& local, Transport& cross, const void* in, void* out,

@@ -196,6 +196,48 @@ TEST(HierarchicalAllreduce, RandomFloatsAgreeWithTheRing) {
   });
 }
 
+// allreduceHierarchicalCast pipelined in many chunks (three in flight at
+// once): small integers are exact in float16 and bfloat16, so every rank
+// must get the exact sums; fractions within the 16-bit rounding.
+TEST(HierarchicalAllreduce, CastAcrossHostsInManyChunks) {
+  for (const Placement& p : {kPlacements[0], kPlacements[2], kPlacements[3]}) {
+    const int n = static_cast<int>(p.hosts.size());
+    MemoryWorld world(n);
+    world.run([&](MemoryTransport& tr) {
+      HostGroups groups(tr, p.hosts);
+      std::vector<uint8_t> scratch, staging;
+      const size_t count = 4099;
+      for (DataType wire : {DataType::kFloat16, DataType::kBFloat16}) {
+        for (const size_t chunk : {size_t{1000}, size_t{0}}) {
+          std::vector<float> in(count), out(count, -1.0f), frac(count), frac_out(count);
+          for (size_t i = 0; i < count; ++i) {
+            in[i] = static_cast<float>((tr.rank() + 1) * (i % 5));
+            frac[i] = 1.0f + 0.01f * static_cast<float>(tr.rank()) + 1e-4f * (i % 100);
+          }
+          ASSERT_TRUE(allreduceHierarchicalCast(
+                          groups.local(), groups.cross(), in.data(), out.data(), count,
+                          DataType::kFloat32, ReduceOp::kSum, wire, 256, &scratch, &staging, chunk)
+                          .isOk());
+          ASSERT_TRUE(allreduceHierarchicalCast(
+                          groups.local(), groups.cross(), frac.data(), frac_out.data(), count,
+                          DataType::kFloat32, ReduceOp::kSum, wire, 256, &scratch, &staging, chunk)
+                          .isOk());
+          const double rel =
+              wire == DataType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(out[i], static_cast<float>(n * (n + 1) / 2 * (i % 5)))
+                << p.name << " " << dataTypeName(wire) << " chunk " << chunk << " element " << i;
+            double exact = 0;
+            for (int r = 0; r < n; ++r) exact += 1.0 + 0.01 * r + 1e-4 * (i % 100);
+            ASSERT_LE(std::fabs(frac_out[i] - exact), (n + 1) * rel * exact)
+                << p.name << " " << dataTypeName(wire) << " chunk " << chunk << " element " << i;
+          }
+        }
+      }
+    });
+  }
+}
+
 // ------------------------------------------------------------- broadcast
 // Every root, 0 and 1 bytes, odd sizes, through the binomial tree and
 // through the chain in one piece and in many: every rank's buffer equals the
