@@ -94,8 +94,8 @@ TEST(SettingFlags, BadValuesNameTheFlagAndTheRange) {
         Case{"--cache-capacity", "1.5", "an integer"}, Case{"--timeout-seconds", "0", "[0.001, "},
         Case{"--backend", "gloo", "{auto,tcp,mpi,nccl}"},
         Case{"--log-level", "loud", "{trace,debug,info,warning,error}"},
-        Case{"--compression", "gzip", "accepted: none, fp16, bf16, topk:"},
-        Case{"--compression", "topk:2", "accepted: none, fp16, bf16, topk:"},
+        Case{"--compression", "gzip", "accepted: none, fp16, bf16, fp16:cross_host, bf16:cross_host, topk:"},
+        Case{"--compression", "topk:2", "accepted: none, fp16, bf16, fp16:cross_host, bf16:cross_host, topk:"},
         Case{"--compression-zstd-level", "20", "[0, 19]"}}) {
     std::pair<std::string, std::string> s;
     Status st = settingFromFlag(c.flag, c.value, &s);

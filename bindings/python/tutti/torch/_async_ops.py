@@ -45,7 +45,7 @@ def allreduce_async(tensor: torch.Tensor, average: Optional[bool] = None,
     sum divided by size() truncated (75 over 2 ranks -> 37, -75 -> -37), as
     Horovod's.
     compression: a tutti.Compression member (none, fp16, bf16, topk(r),
-    int8(b)) or a spec string, run on tutti's background thread for Sum/Average
+    int8(b), cross_host()) or a spec string, run on tutti's background thread for Sum/Average
     of float tensors. Default Compression.none, as Horovod's; None = the job's
     default (TUTTI_COMPRESSION), which DistributedOptimizer uses for gradients.
     Returns a handle for poll()/synchronize(). Raises TuttiError subclasses.

@@ -36,7 +36,7 @@ class TuttiHookState:
     """State of allreduce_hook.
 
     compression: a tutti.Compression member (none, fp16, bf16, topk(r),
-    int8(b)) or a spec string ("fp16", "topk:0.01", ...), applied by tutti's
+    int8(b), cross_host()) or a spec string ("fp16", "topk:0.01", ...), applied by tutti's
     C++ compressors to float buckets; None (default) uses the job's
     TUTTI_COMPRESSION (tuttirun --compression), as DistributedOptimizer does.
     A Python-side (Horovod-style) compressor object is a TypeError.
