@@ -70,8 +70,9 @@ class HostGroups {
   Transport& local() { return *local_; }
   Transport& cross() { return *cross_; }
   // The transport with its ranks in layout().host_order (the transport
-  // itself when that is already its order), for flat rings whose result
-  // does not depend on the ranks' order (allreduce).
+  // itself when that is already its order), for flat rings and trees that
+  // should cross each link once: allreduce, and allgather, reduce-scatter and
+  // broadcast with their blocks or root mapped through host_order.
   Transport& hostOrdered() { return host_ordered_ ? *host_ordered_ : transport_; }
   // The rank of transport rank `rank` in hostOrdered() (its position in
   // layout().host_order); 0 <= rank < the transport's size.

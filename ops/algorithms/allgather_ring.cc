@@ -48,9 +48,10 @@ Status ringAllgatherInPlace(Transport& transport, void* buf, const ring::Blocks&
 }
 
 Status allgatherRing(Transport& transport, const void* input, void* output,
-                     const std::vector<size_t>& bytes_per_rank, size_t segment_bytes) {
+                     const std::vector<size_t>& bytes_per_rank, size_t segment_bytes,
+                     const std::vector<int>& ring_order) {
   TUTTI_CHECK_EQ(bytes_per_rank.size(), static_cast<size_t>(transport.size()));
-  const ring::Blocks blocks = ring::blocksFromSizes(bytes_per_rank);
+  const ring::Blocks blocks = ring::reordered(ring::blocksFromSizes(bytes_per_rank), ring_order);
   const int rank = transport.rank();
   if (blocks.size[rank] > 0) {
     std::memmove(static_cast<uint8_t*>(output) + blocks.offset[rank], input, blocks.size[rank]);

@@ -27,8 +27,13 @@ Status ringAllgatherInPlace(Transport& transport, void* buf, const ring::Blocks&
 
 // Backend::allgatherv: rank r contributes bytes_per_rank[r] bytes from
 // `input`; `output` receives every rank's bytes in rank order.
-// bytes_per_rank.size() must equal the world size.
+// bytes_per_rank.size() must equal the world size. `ring_order`: the ranks in
+// the order the ring visits them, where `transport`'s rank p is rank
+// ring_order[p] (HostGroups::hostOrdered() with layout().host_order, so that
+// the ring crosses each link once per step); empty: `transport`'s own order.
+// The output is the same byte for byte in any order.
 Status allgatherRing(Transport& transport, const void* input, void* output,
-                     const std::vector<size_t>& bytes_per_rank, size_t segment_bytes);
+                     const std::vector<size_t>& bytes_per_rank, size_t segment_bytes,
+                     const std::vector<int>& ring_order = {});
 
 }  // namespace tutti

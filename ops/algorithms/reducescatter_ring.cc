@@ -138,10 +138,12 @@ Status ringReduceScatterBlocks(Transport& transport, const void* in, void* acc, 
 
 Status reducescatterRing(Transport& transport, const void* input, void* output,
                          const std::vector<size_t>& counts, DataType dtype, ReduceOp op,
-                         size_t segment_bytes, std::vector<uint8_t>* work) {
+                         size_t segment_bytes, std::vector<uint8_t>* work,
+                         const std::vector<int>& ring_order) {
   TUTTI_CHECK_EQ(counts.size(), static_cast<size_t>(transport.size()));
-  const ring::Blocks blocks = ring::blocksFromSizes(counts);
-  const size_t total_bytes = blocks.total() * dataTypeSize(dtype);
+  const ring::Blocks in_rank_order = ring::blocksFromSizes(counts);
+  const size_t total_bytes = in_rank_order.total() * dataTypeSize(dtype);
+  const ring::Blocks blocks = ring::reordered(in_rank_order, ring_order);
   if (total_bytes == 0) return Status::ok();
   if (work->size() < total_bytes) work->resize(total_bytes);
   std::vector<uint8_t> unused_scratch;

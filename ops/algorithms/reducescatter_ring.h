@@ -40,8 +40,12 @@ Status ringReduceScatterBlocks(Transport& transport, const void* in, void* acc, 
 // Backend::reducescatter: `input` holds sum(counts) elements; this rank's
 // reduced block (counts[rank] elements) goes to `output`. `work` is reused
 // between calls (sized to the input). counts.size() must equal the world size.
+// `ring_order` as for allgatherRing (ops/algorithms/allgather_ring.h): counts
+// stay indexed by rank; the order changes which rank adds which partial sum,
+// so floating-point results may differ in the last bits between orders.
 Status reducescatterRing(Transport& transport, const void* input, void* output,
                          const std::vector<size_t>& counts, DataType dtype, ReduceOp op,
-                         size_t segment_bytes, std::vector<uint8_t>* work);
+                         size_t segment_bytes, std::vector<uint8_t>* work,
+                         const std::vector<int>& ring_order = {});
 
 }  // namespace tutti

@@ -90,6 +90,22 @@ inline Blocks blocksFromSizes(const std::vector<size_t>& sizes) {
   return b;
 }
 
+// The blocks in the order a ring visits them: entry p of the result is block
+// order[p] of `blocks` (order a permutation of 0..n-1), so that a ring whose
+// position p is rank order[p] still lands every rank's block at that rank's
+// offset. An empty `order` keeps the blocks as they are. total() of the result
+// is not meaningful: its last block need not be the buffer's last.
+inline Blocks reordered(const Blocks& blocks, const std::vector<int>& order) {
+  if (order.empty()) return blocks;
+  TUTTI_CHECK_EQ(order.size(), blocks.size.size());
+  Blocks out;
+  for (int r : order) {
+    out.offset.push_back(blocks.offset[static_cast<size_t>(r)]);
+    out.size.push_back(blocks.size[static_cast<size_t>(r)]);
+  }
+  return out;
+}
+
 // Elements per pipeline segment: segment_bytes rounded down to whole
 // elements, at least one; 0 means kDefaultSegmentBytes.
 inline size_t segmentElements(size_t segment_bytes, size_t element_bytes) {

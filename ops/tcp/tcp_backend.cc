@@ -153,7 +153,9 @@ Status TcpBackend::allgatherv(const void* input, void* output,
     return allgatherHierarchical(groups_.local(), groups_.cross(), groups_.layout(), input, output,
                                  bytes_per_rank, segment_bytes_, &work_);
   }
-  return allgatherRing(transport_, input, output, bytes_per_rank, segment_bytes_);
+  // The ring follows the hosts; the output stays in rank order.
+  return allgatherRing(groups_.hostOrdered(), input, output, bytes_per_rank, segment_bytes_,
+                       groups_.layout().host_order);
 }
 
 Status TcpBackend::broadcast(void* buf, size_t bytes, int root) {
@@ -191,7 +193,8 @@ Status TcpBackend::alltoallv(const void* input, const std::vector<size_t>& send_
 Status TcpBackend::reducescatter(const void* input, void* output, const std::vector<size_t>& counts,
                                  DataType dtype, ReduceOp op) {
   TUTTI_RETURN_IF_ERROR(checkPerRank("reducescatter counts", counts, size()));
-  return reducescatterRing(transport_, input, output, counts, dtype, op, segment_bytes_, &work_);
+  return reducescatterRing(groups_.hostOrdered(), input, output, counts, dtype, op, segment_bytes_,
+                           &work_, groups_.layout().host_order);
 }
 
 Status TcpBackend::barrier() {

@@ -194,6 +194,49 @@ TEST(HierarchicalChoice, TheFlatRingFollowsTheHosts) {
   });
 }
 
+// Allgather and reduce-scatter rings follow the hosts too (ring 0 -> 2 -> 1
+// -> 3: only ranks 2 and 3 send to the other host), with uneven blocks whose
+// results stay in rank order, exact.
+TEST(HierarchicalChoice, TheFlatAllgatherAndReducescatterFollowTheHosts) {
+  const std::vector<int> interleaved = {0, 1, 0, 1};
+  const std::vector<size_t> counts = {3000, 0, 7001, 2500};  // per rank, uneven and empty
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  MemoryWorld world(4);
+  world.run([&](MemoryTransport& tr) {
+    const int r = tr.rank();
+    const bool sends_across = r == 2 || r == 3;
+    CrossHostCounter counter(tr, interleaved);
+    TcpBackend backend(counter, kSegmentBytes, {}, TcpHierarchy{"0", "0", interleaved});
+    std::vector<size_t> bytes(counts.size());
+    for (size_t i = 0; i < counts.size(); ++i) bytes[i] = counts[i] * sizeof(int32_t);
+    std::vector<int32_t> mine(counts[static_cast<size_t>(r)], 100 * r);
+    std::vector<int32_t> gathered(total, -1);
+    ASSERT_TRUE(backend.allgatherv(mine.data(), gathered.data(), bytes).isOk());
+    size_t at = 0;
+    for (size_t owner = 0; owner < counts.size(); ++owner) {
+      for (size_t i = 0; i < counts[owner]; ++i, ++at) {
+        ASSERT_EQ(gathered[at], static_cast<int32_t>(100 * owner)) << "element " << at;
+      }
+    }
+    EXPECT_EQ(counter.cross_sends > 0, sends_across) << "allgather, rank " << r;
+
+    const size_t before = counter.cross_sends;
+    std::vector<int32_t> in(total);
+    for (size_t i = 0; i < total; ++i) in[i] = static_cast<int32_t>(i % 977) * (r + 1);
+    std::vector<int32_t> out(counts[static_cast<size_t>(r)], -1);
+    ASSERT_TRUE(
+        backend.reducescatter(in.data(), out.data(), counts, DataType::kInt32, ReduceOp::kSum)
+            .isOk());
+    size_t offset = 0;
+    for (int q = 0; q < r; ++q) offset += counts[static_cast<size_t>(q)];
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(out[i], static_cast<int32_t>((offset + i) % 977) * 10) << "element " << i;
+    }
+    EXPECT_EQ(counter.cross_sends > before, sends_across) << "reducescatter, rank " << r;
+  });
+}
+
 // Allgather: TUTTI_HIERARCHICAL_ALLGATHER decides (auto above 64 KiB of
 // output, 1 for every size, 0 never), and the output is every rank's bytes.
 TEST(HierarchicalChoice, AllgatherFollowsItsOwnSetting) {

@@ -68,6 +68,16 @@ TEST(RingTest, BlocksFromSizesAndScaling) {
   EXPECT_EQ(blocksFromSizes({}).total(), 0u);
 }
 
+TEST(RingTest, ReorderedBlocksKeepTheirOffsets) {
+  const Blocks b = blocksFromSizes({3, 0, 5, 2});
+  const Blocks r = reordered(b, {0, 2, 1, 3});
+  EXPECT_EQ(r.offset, (std::vector<size_t>{0, 3, 3, 8}));
+  EXPECT_EQ(r.size, (std::vector<size_t>{3, 5, 0, 2}));
+  const Blocks same = reordered(b, {});
+  EXPECT_EQ(same.offset, b.offset);
+  EXPECT_EQ(same.size, b.size);
+}
+
 TEST(RingTest, Segments) {
   EXPECT_EQ(segmentElements(64, 4), 16u);
   EXPECT_EQ(segmentElements(65, 4), 16u);
