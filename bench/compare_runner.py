@@ -18,9 +18,9 @@ JOB_TIMEOUT_S = 900
 class Runner:
     """Runs jobs, keeps their logs, parses their tables."""
 
-    def __init__(self, args):
+    def __init__(self, args, logs=None):
         self.args = args
-        self.logs = os.path.join(args.out, "logs")
+        self.logs = logs or os.path.join(args.out, "logs")
         os.makedirs(self.logs, exist_ok=True)
         self.rows = []       # allreduce: dict(system, np, bytes, time_us, busbw, wrong)
         self.steps = []      # gradient set: dict(system, np, strategy, median_ms, min_ms, max_ms, wrong)
