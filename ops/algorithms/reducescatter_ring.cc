@@ -143,11 +143,11 @@ Status reducescatterRing(Transport& transport, const void* input, void* output,
   TUTTI_CHECK_EQ(counts.size(), static_cast<size_t>(transport.size()));
   const ring::Blocks in_rank_order = ring::blocksFromSizes(counts);
   const size_t total_bytes = in_rank_order.total() * dataTypeSize(dtype);
-  const ring::Blocks blocks = ring::reordered(in_rank_order, ring_order);
   if (total_bytes == 0) return Status::ok();
   if (work->size() < total_bytes) work->resize(total_bytes);
   std::vector<uint8_t> unused_scratch;
-  return ringReduceScatterBlocks(transport, input, work->data(), output, blocks, dtype, op,
+  return ringReduceScatterBlocks(transport, input, work->data(), output,
+                                 ring::reordered(in_rank_order, ring_order), dtype, op,
                                  segment_bytes, &unused_scratch);
 }
 
