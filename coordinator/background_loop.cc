@@ -377,6 +377,7 @@ void RuntimeImpl::abort(const Status& detected) {
     }
   }
   TUTTI_LOG(kError) << "aborting every pending op: " << status.toString();
+  closeLanes(status);
   for (TensorEntry& e : queue_.close(status))
     handles_.complete(e.handle, Completion::failure(status));
   for (TensorEntry& e : orphaned_) handles_.complete(e.handle, Completion::failure(status));

@@ -105,6 +105,9 @@ Status RuntimeImpl::executeRemoveProcessSet(const Response& resp, Completion* do
     return Status::ok();
   }
   set_exec_.erase(id);
+  closeLanes(Status::invalidArgument("ordered collective of process set " + std::to_string(id) +
+                                     ": the set was removed before it ran"),
+             id);
   device_->removeSet(id);  // its NCCL communicator, if one was opened
   const std::string why = "was pending when process set " + std::to_string(id) + " was removed";
   for (TensorEntry& e : queue_.takeProcessSet(id)) {

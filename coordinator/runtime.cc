@@ -22,6 +22,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, BackendBundle bundle)
       transport_open_(true),
       bundle_(std::move(bundle)),
       cache_(settings.cache_capacity) {
+  connect_ordered_ = bundle_.connect_ordered;
   device_ = std::make_unique<DeviceExecutor>(bundle_, rank_, size_);
 }
 
@@ -35,6 +36,7 @@ void RuntimeImpl::start() {
 
 Status RuntimeImpl::shutdown() {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
+  destroyLanes();
   shutdown_requested_ = true;
   wake();
   // The thread bounds its own shutdown by settings.timeout_seconds, also
@@ -135,16 +137,20 @@ Status RuntimeImpl::announceInvalid(std::vector<Request> requests, const Status&
   if (detail.compare(0, own.size(), own) == 0) detail.erase(0, own.size());
   const std::string local = own + "rank " + std::to_string(rank_) + ": " + detail;
   for (Request& r : requests) {
-    // Only the error is read on rank 0; keep the enums valid for the wire.
+    // Only the error is read on rank 0.
     r.error = r.name == bad.name ? detail : "another member of its group: " + local;
-    if (!isValidDataType(static_cast<int>(r.dtype))) r.dtype = DataType::kUInt8;
-    if (!isValidReduceOp(static_cast<int>(r.reduce_op))) r.reduce_op = ReduceOp::kSum;
-    if (r.device != DeviceType::kCpu && r.device != DeviceType::kCuda) r.device = DeviceType::kCpu;
+    sanitizeForWire(&r);
     Status st = queue_.announce(std::move(r));
     if (!st.isOk()) return st;
   }
   wake();
   return Status(failed.code(), local);
+}
+
+void RuntimeImpl::sanitizeForWire(Request* r) {
+  if (!isValidDataType(static_cast<int>(r->dtype))) r->dtype = DataType::kUInt8;
+  if (!isValidReduceOp(static_cast<int>(r->reduce_op))) r->reduce_op = ReduceOp::kSum;
+  if (r->device != DeviceType::kCpu && r->device != DeviceType::kCuda) r->device = DeviceType::kCpu;
 }
 
 Status RuntimeImpl::submit(std::vector<TensorEntry> entries, std::vector<Handle>* handles) {
@@ -167,6 +173,9 @@ Status RuntimeImpl::enqueue(OpType type, const TensorView& input, const TensorVi
                             const OpOptions& options, Handle* handle) {
   if (handle == nullptr) return Status::invalidArgument("handle must not be null");
   TUTTI_RETURN_IF_ERROR(queue_.closedStatus());
+  if (takesOrderedLane(type, input, options)) {
+    return enqueueOrdered(type, input, output, options, handle);
+  }
   ProcessSetInfo set;
   TUTTI_RETURN_IF_ERROR(resolveSet(options.process_set, type, options.name, &set));
   TensorEntry entry;
@@ -222,9 +231,13 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
   return submit(std::move(entries), handles);
 }
 
-Status RuntimeImpl::barrier(Handle* handle, int32_t process_set) {
+Status RuntimeImpl::barrier(Handle* handle, int32_t process_set, bool ordered) {
   OpOptions o;
   o.process_set = process_set;
+  o.ordered = ordered;
+  if (takesOrderedLane(OpType::kBarrier, TensorView{}, o)) {
+    return enqueue(OpType::kBarrier, TensorView{}, nullptr, o, handle);
+  }
   o.name = "__barrier." + std::to_string(sets_.nextBarrierNumber(process_set));
   return enqueue(OpType::kBarrier, TensorView{}, nullptr, o, handle);
 }
@@ -376,8 +389,8 @@ Status Runtime::alltoall(const TensorView& input, const OpOptions& options, Hand
 Status Runtime::reducescatter(const TensorView& input, const OpOptions& options, Handle* handle) {
   return impl_->enqueue(OpType::kReducescatter, input, nullptr, options, handle);
 }
-Status Runtime::barrier(Handle* handle, int32_t process_set) {
-  return impl_->barrier(handle, process_set);
+Status Runtime::barrier(Handle* handle, int32_t process_set, bool ordered) {
+  return impl_->barrier(handle, process_set, ordered);
 }
 Status Runtime::send(const TensorView& input, int dst, int32_t tag, int32_t process_set,
                      Handle* handle) {
@@ -410,7 +423,7 @@ bool Runtime::hasHandle(Handle handle) const {
   return impl_->handles().contains(handle);
 }
 Status Runtime::wait(Handle handle, double timeout_seconds) const {
-  return impl_->handles().wait(handle, timeout_seconds);
+  return impl_->wait(handle, timeout_seconds);
 }
 OwnedTensor* Runtime::output(Handle handle) const {
   return impl_->handles().output(handle);
@@ -422,7 +435,7 @@ int Runtime::joinResult(Handle handle) const {
   return impl_->handles().joinResult(handle);
 }
 Status Runtime::release(Handle handle) {
-  return impl_->handles().release(handle);
+  return impl_->release(handle);
 }
 Status Runtime::onComplete(Handle handle, std::function<void(Handle, const Status&)> callback) {
   return impl_->handles().onComplete(handle, std::move(callback));

@@ -76,6 +76,18 @@ struct OpOptions {
   // except `root`). kInvalidArgument at enqueue for an unknown set or one
   // this rank is not in.
   int32_t process_set = kGlobalProcessSet;
+  // The ordered lane (coordinator/ordered_lane.h): the caller promises to
+  // issue its ordered ops of this set in the same order, with matching
+  // arguments, on every member (torch.distributed's contract). Such an op
+  // skips the negotiation through rank 0: `name` is ignored (it is named
+  // "ordered #<sequence number>"), the members check each other's
+  // signatures and a disagreement completes the op with kMismatch on every
+  // member (naming the sequence number, ranks and values); wait() runs it on
+  // the waiting thread. CUDA tensors, Adasum, compressed allreduces, and
+  // every op on a backend without a lane (mpi) are negotiated instead, with
+  // `name` (or a generated one). Ordered and negotiated ops may be mixed in
+  // a job: the lanes use separate connections.
+  bool ordered = false;
 };
 
 class RuntimeImpl;
@@ -138,7 +150,8 @@ class Runtime {
   // one for the first d0 % size ranks. Output: output(handle).
   Status reducescatter(const TensorView& input, const OpOptions& options, Handle* handle);
   // Completes on every rank (of the set) after every rank entered it.
-  Status barrier(Handle* handle, int32_t process_set = kGlobalProcessSet);
+  // `ordered`: through the ordered lane (OpOptions::ordered).
+  Status barrier(Handle* handle, int32_t process_set = kGlobalProcessSet, bool ordered = false);
   // This rank has no more data: until every rank joined, it takes part in
   // other ranks' allreduces with zeros. Completes when all ranks joined;
   // joinResult(handle) is the last rank to join (same on every rank).

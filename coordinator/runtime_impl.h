@@ -20,12 +20,14 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "coordinator/controller.h"
 #include "coordinator/device_executor.h"
 #include "coordinator/executor.h"
 #include "coordinator/handle_table.h"
+#include "coordinator/ordered_lane.h"
 #include "coordinator/parameter_manager.h"
 #include "coordinator/process_sets.h"
 #include "coordinator/response_cache.h"
@@ -73,11 +75,16 @@ class RuntimeImpl {
   Status groupedAllreduce(const std::vector<TensorView>& inputs,
                           const std::vector<TensorView>& outputs, const OpOptions& options,
                           std::vector<Handle>* handles);
-  Status barrier(Handle* handle, int32_t process_set);
+  Status barrier(Handle* handle, int32_t process_set, bool ordered);
   Status join(Handle* handle);
   // kSend or kRecv (coordinator/point_to_point.h); `peer` is a global rank.
   Status pointToPoint(OpType type, const TensorView& tensor, int peer, int32_t tag,
                       int32_t process_set, Handle* handle);
+
+  // The ordered lane (ordered_ops.cc, coordinator/ordered_lane.h). wait():
+  // an ordered op runs on the waiting thread when no other runs its lane.
+  Status wait(Handle handle, double timeout_seconds);
+  Status release(Handle handle);
 
   // Process sets (process_set_ops.cc; coordinator/process_sets.h).
   ProcessSetTable& processSets() { return sets_; }
@@ -106,6 +113,19 @@ class RuntimeImpl {
   // message; returns that message ("op 'name': rank R: what"), with `failed`'s code.
   Status announceInvalid(std::vector<Request> requests, const Status& failed);
   void wake();
+  // Keeps the enums of a request that failed local checks valid for the wire.
+  static void sanitizeForWire(Request* r);
+
+  // The ordered lane (ordered_ops.cc).
+  // Whether options.ordered takes the lane for this op (CPU, not Adasum, not
+  // compressed, a backend with a lane); else it is negotiated.
+  bool takesOrderedLane(OpType type, const TensorView& input, const OpOptions& options) const;
+  std::shared_ptr<OrderedLane> laneFor(const ProcessSetInfo& set);
+  Status enqueueOrdered(OpType type, const TensorView& input, const TensorView* output,
+                        const OpOptions& options, Handle* handle);
+  // Fails the queued ops of every lane (set_id < 0) or of one set's lane.
+  void closeLanes(const Status& status, int32_t set_id = -1);
+  void destroyLanes();
 
   // Background thread (background_loop.cc).
   void loop();
@@ -157,6 +177,17 @@ class RuntimeImpl {
   // the queue, so that the numbers follow the posting order.
   std::mutex p2p_mu_;
   std::map<std::tuple<int32_t, int, int, int32_t>, int64_t> p2p_posted_;
+  // The ordered lanes by set id, and each pending ordered handle's lane and
+  // sequence number (guarded by lanes_mu_). connect_ordered_ is the bundle's
+  // (copied before the background thread starts; null: no lane).
+  std::function<Status(const std::vector<int>&, int32_t, SetBackend*)> connect_ordered_;
+  struct OrderedHandle {
+    std::weak_ptr<OrderedLane> lane;
+    uint64_t seq = 0;
+  };
+  std::mutex lanes_mu_;
+  std::map<int32_t, std::shared_ptr<OrderedLane>> lanes_;
+  std::unordered_map<Handle, OrderedHandle> ordered_handles_;
   std::mutex wake_mu_;  // guards the transport's lifetime against wake()
   bool transport_open_ = false;
   std::mutex shutdown_mu_;  // serialises shutdown() callers

@@ -88,6 +88,18 @@ std::vector<SettingSpec> runtimeSpecs(const Settings& d) {
        "still answers is a stall instead (TUTTI_STALL_*); mpi backend: the longest an MPI "
        "collective or message may wait without progress (then the job ends with MPI_Abort), and "
        "the bound of MPI_Finalize at exit"},
+      {"TUTTI_ORDERED_TIMEOUT_SECONDS", SettingType::kDouble, text(d.ordered_timeout_seconds), 0,
+       1e7, "",
+       "seconds an ordered collective (torch.distributed's) waits for a peer that sends nothing "
+       "(a rank that never issues it) before that peer is declared lost (0: never; a dead peer "
+       "is still lost within TUTTI_TIMEOUT_SECONDS)"},
+      {"TUTTI_ORDERED_INLINE_BYTES", SettingType::kInt, text(d.ordered_inline_bytes), 0, kMaxInt,
+       "",
+       "ordered collectives whose data, over all ranks of the set, is at most this many bytes "
+       "send it with their signature: one exchange, finished locally (0: never)"},
+      {"TUTTI_ORDERED_HANDOFF_US", SettingType::kInt, text(d.ordered_handoff_us), 0, 10000000, "",
+       "microseconds a queued ordered collective waits for a thread that waits on it to run it, "
+       "before the lane's own thread runs it"},
       {"TUTTI_SEGMENT_BYTES", SettingType::kInt, text(d.segment_bytes), 1, kMaxInt, "",
        "bytes per pipelined segment of ring collectives"},
       {"TUTTI_ALGORITHMS", SettingType::kString, text(d.algorithms), 0, 0, "",
@@ -392,6 +404,9 @@ Status readKnobs(const EnvReader& r, Settings* s) {
   TUTTI_RETURN_IF_ERROR(
       r.number("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", &s->stall_shutdown_time_seconds));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_TIMEOUT_SECONDS", &s->timeout_seconds));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ORDERED_TIMEOUT_SECONDS", &s->ordered_timeout_seconds));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ORDERED_INLINE_BYTES", &s->ordered_inline_bytes));
+  TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ORDERED_HANDOFF_US", &s->ordered_handoff_us));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_SEGMENT_BYTES", &s->segment_bytes));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_ALGORITHMS", &s->algorithms));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_HIERARCHICAL_ALLREDUCE", &s->hierarchical_allreduce));

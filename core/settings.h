@@ -68,6 +68,13 @@ struct Settings {
   double stall_check_time_seconds = 60;
   double stall_shutdown_time_seconds = 1800;  // 0: stalled ops only warn, never fail
   double timeout_seconds = 30;
+  // The ordered lane (coordinator/ordered_lane.h): how long an op may wait
+  // for a peer that moves no byte (0: no bound); the largest op (bytes of
+  // all members' data) whose data travels with its signature; how long a
+  // queued op waits for a waiting caller before the lane's thread runs it.
+  double ordered_timeout_seconds = 1800;
+  int64_t ordered_inline_bytes = 256 << 10;
+  int64_t ordered_handoff_us = 50;
   int64_t segment_bytes = kDefaultSegmentBytes;  // ring pipeline segment size
   // TUTTI_ALGORITHMS: overrides of the tcp backend's algorithm choice, parsed
   // and checked by ops/algorithm_table.h when the backend connects ("" = none).

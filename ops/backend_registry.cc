@@ -64,6 +64,65 @@ std::unique_ptr<Store> generationStore(const TcpKeepalive& keep) {
   return std::make_unique<GenerationStore>(*keep.client, keep.generation);
 }
 
+// A view of another store whose keys start with `prefix`.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(Store& base, std::string prefix) : base_(base), prefix_(std::move(prefix)) {}
+  Status set(const std::string& key, const std::vector<uint8_t>& value) override {
+    return base_.set(prefix_ + key, value);
+  }
+  Status get(const std::string& key, std::chrono::milliseconds timeout,
+             std::vector<uint8_t>* value) override {
+    return base_.get(prefix_ + key, timeout, value);
+  }
+
+ private:
+  Store& base_;
+  std::string prefix_;
+};
+
+// BackendBundle::connect_ordered for tcp: a TcpTransport of its own among
+// `ranks`, met under "ordered/<set_id>/" of this generation's store.
+Status connectOrderedLane(const Settings& settings, const TcpKeepalive& keep,
+                          const std::vector<AlgorithmOverride>& overrides,
+                          const TcpHierarchy& hierarchy, const std::vector<int>& ranks,
+                          int32_t set_id, SetBackend* out) {
+  Settings lane = settings;
+  lane.rank =
+      static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), settings.rank) - ranks.begin());
+  lane.size = static_cast<int>(ranks.size());
+  std::unique_ptr<TcpTransport> transport;
+  if (lane.size == 1 || !keep.client) {
+    // One member (or a one-rank job without a store): no connection.
+    struct NoStore : Store {
+      Status set(const std::string&, const std::vector<uint8_t>&) override { return Status::ok(); }
+      Status get(const std::string& key, std::chrono::milliseconds,
+                 std::vector<uint8_t>*) override {
+        return Status::internal("a lane of one rank has no store (key '" + key + "')");
+      }
+    } none;
+    TUTTI_RETURN_IF_ERROR(TcpTransport::connect(lane, none, "", &transport));
+  } else {
+    const auto timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(settings.timeout_seconds * 1000.0));
+    std::unique_ptr<RendezvousClient> client;
+    TUTTI_RETURN_IF_ERROR(RendezvousClient::connect(
+        settings.rendezvous_addr, settings.rendezvous_port, settings.secret, timeout, &client));
+    TcpKeepalive own{nullptr, std::move(client), keep.generation, keep.elastic};
+    std::unique_ptr<Store> generation = generationStore(own);
+    PrefixStore store(*generation, "ordered/" + std::to_string(set_id) + "/");
+    TUTTI_RETURN_IF_ERROR(
+        TcpTransport::connect(lane, store, own.client->localAddress(), &transport));
+  }
+  transport->setProgressTimeout(settings.ordered_timeout_seconds);
+  const TcpHierarchy members{hierarchy.allreduce, hierarchy.allgather,
+                             hostIdsOf(hierarchy.host_of_rank, ranks)};
+  out->backend = std::make_unique<TcpBackend>(
+      *transport, static_cast<size_t>(settings.segment_bytes), overrides, members);
+  out->transport = std::move(transport);
+  return Status::ok();
+}
+
 // CUDA support (any backend) and, for TUTTI_BACKEND=nccl, the NCCL backend
 // that meets its peers through the job generation's store.
 void addDeviceSupport(const Settings& settings, const std::shared_ptr<TcpKeepalive>& keep,
@@ -195,6 +254,11 @@ Status connectBackend(const Settings& settings, BackendBundle* out) {
                                hostIdsOf(hierarchy.host_of_rank, ranks)};
     set->backend = std::make_unique<TcpBackend>(*set->transport, segment_bytes, overrides, members);
     return Status::ok();
+  };
+  out->connect_ordered = [settings, keep, overrides, hierarchy](const std::vector<int>& ranks,
+                                                                int32_t set_id, SetBackend* set) {
+    *set = SetBackend{};
+    return connectOrderedLane(settings, *keep, overrides, hierarchy, ranks, set_id, set);
   };
   out->transport = std::move(transport);
   addDeviceSupport(settings, keep, out);

@@ -70,6 +70,17 @@ struct BackendBundle {
   // communicator); a non-member gets an empty SetBackend. The result uses
   // *transport, and is destroyed before it.
   std::function<Status(const std::vector<int>& ranks, SetBackend* out)> connect_set;
+
+  // Opens the ordered lane's own connections (coordinator/ordered_lane.h)
+  // among the global ranks `ranks` (ascending, this rank among them) for
+  // process set `set_id`: collective over those ranks only, any thread,
+  // through the job's rendezvous store under "ordered/<set_id>/" of this
+  // runtime's generation (a store connection of its own per call, so lanes
+  // of several sets may connect at once). The transport's progress bound is
+  // settings.ordered_timeout_seconds. Null where the backend has no ordered
+  // lane (mpi): ordered ops are then negotiated.
+  std::function<Status(const std::vector<int>& ranks, int32_t set_id, SetBackend* out)>
+      connect_ordered;
 };
 
 // Rendezvous and connect every rank of the job (blocking, at most

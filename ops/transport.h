@@ -72,6 +72,13 @@ class Transport {
   // the rank that was lost), waiting until one arrives, no control
   // connection is left, or `deadline`. Returns the break's status when there
   // is nothing (more) to deliver. Default: pollControl().
+  // Thread-safe (any thread, also while another thread waits): breaks the
+  // transport with `status`, so that the wait in progress and every later
+  // call return it. The ordered lane (coordinator/ordered_lane.h) ends an op
+  // this way at shutdown. The default does nothing (the caller then waits
+  // for the peers or the transport's own timeout).
+  virtual void cancel(const Status& /*status*/) {}
+
   virtual Status drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {
     return pollControl(deadline, out);
   }

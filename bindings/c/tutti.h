@@ -345,6 +345,27 @@ typedef struct tutti_op_options {
   uint32_t struct_size;    /* sizeof(tutti_op_options), set by tutti_op_options_init() */
   int32_t process_set_id;  /* the process set the op runs over; 0 = every rank (the global set) */
   const char* compression; /* allreduce only: as in tutti_allreduce_async_ex; NULL = the job's */
+  /*
+   * 1 = the ordered lane; 0 (default) = negotiated. Contract: the caller
+   * issues its ordered ops of a process set in the same order, with
+   * matching arguments, on every member of the set (torch.distributed's,
+   * JAX's under jit). They then skip the negotiation through rank 0: no
+   * name is matched (`name` is ignored), each op is numbered per set
+   * ("ordered #N"), and its members exchange signatures (collective, dtype,
+   * shape, reduce op, scale factors, root, splits) before any data moves.
+   * A broken contract (another collective, dtype, shape or root on some
+   * rank; a skipped call) fails that op with TUTTI_ERR_MISMATCH on every
+   * member, with the same message naming N, the ranks and the values; the
+   * lane stays usable. A rank that never issues an op some peer waits in
+   * is TUTTI_ERR_PEER_LOST on that peer after TUTTI_ORDERED_TIMEOUT_SECONDS.
+   * tutti_wait() runs the op on the waiting thread (no hand-off) unless
+   * another thread runs that set's lane; ops nobody waits for run on the
+   * lane's thread. Ordered and negotiated ops may be mixed, from any
+   * threads: the lanes never share a connection. CUDA tensors, Adasum,
+   * compressed allreduces and the mpi backend are negotiated instead.
+   * Other values: TUTTI_ERR_INVALID_ARGUMENT.
+   */
+  int32_t ordered;
 } tutti_op_options;
 
 /* Sets every field to its default (struct_size included). Never fails. */
@@ -380,8 +401,7 @@ TUTTI_API int tutti_alltoall_async_opts(const tutti_tensor* input, const int64_t
                                         const tutti_op_options* options, tutti_handle* handle);
 TUTTI_API int tutti_reducescatter_async_opts(const tutti_tensor* input, const char* name, int op,
                                              double prescale, double postscale,
-                                             const tutti_op_options* options,
-                                             tutti_handle* handle);
+                                             const tutti_op_options* options, tutti_handle* handle);
 TUTTI_API int tutti_barrier_async_opts(const tutti_op_options* options, tutti_handle* handle);
 #include "tutti_p2p.h" /* tagged point-to-point messages: tutti_send_async, tutti_recv_async */
 

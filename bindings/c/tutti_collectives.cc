@@ -3,6 +3,7 @@
 // *_opts ones with default options.
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,19 @@ int applyOptions(const tutti_op_options* opts, bool allreduce, tutti::OpOptions*
                        ": initialise the options with tutti_op_options_init()");
   }
   out->process_set = opts->process_set_id;
-  if (allreduce && opts->struct_size >= sizeof(tutti_op_options) && opts->compression != nullptr &&
-      opts->compression[0] != '\0') {
+  // A field counts when the caller's struct_size covers it (ABI: fields are
+  // only ever appended).
+  auto has = [opts](size_t offset, size_t size) { return opts->struct_size >= offset + size; };
+  if (allreduce && has(offsetof(tutti_op_options, compression), sizeof(const char*)) &&
+      opts->compression != nullptr && opts->compression[0] != '\0') {
     out->compression = opts->compression;
+  }
+  if (has(offsetof(tutti_op_options, ordered), sizeof(int32_t))) {
+    if (opts->ordered != 0 && opts->ordered != 1) {
+      return failInvalid("options->ordered = " + std::to_string(opts->ordered) +
+                         ": accepted values are 0 (negotiated) and 1 (ordered)");
+    }
+    out->ordered = opts->ordered == 1;
   }
   return TUTTI_OK;
 }
@@ -74,6 +85,7 @@ int tutti_op_options_init(tutti_op_options* options) {
   options->struct_size = sizeof(tutti_op_options);
   options->process_set_id = 0;
   options->compression = nullptr;
+  options->ordered = 0;
   return TUTTI_OK;
 }
 
@@ -247,8 +259,9 @@ int tutti_barrier_async_opts(const tutti_op_options* opts, tutti_handle* handle)
   tutti::OpOptions options;
   if (int rc = checkHandleOut(handle)) return rc;
   if (int rc = applyOptions(opts, false, &options)) return rc;
-  return withRuntime(
-      [&](tutti::Runtime& rt) { return report(rt.barrier(handle, options.process_set)); });
+  return withRuntime([&](tutti::Runtime& rt) {
+    return report(rt.barrier(handle, options.process_set, options.ordered));
+  });
 }
 
 int tutti_join_async(tutti_handle* handle) {

@@ -27,6 +27,7 @@ TcpMesh::TcpMesh(const Settings& settings)
       data_(links_.size()),
       shm_(links_.size()),
       last_connect_error_(links_.size()) {
+  progress_timeout_s_ = settings.timeout_seconds;
   if (settings.shm != "off") shm_identity_ = shmHostIdentity();
 }
 
@@ -128,10 +129,11 @@ void TcpMesh::runOneUntil(Clock::time_point deadline) {
 
 TcpMesh::Clock::time_point TcpMesh::stallAt(Clock::time_point wait_start, int watch_peer,
                                             int* peer) const {
-  const auto timeout =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   auto stall_at = Clock::time_point::max();
   *peer = -1;
+  if (progress_timeout_s_ <= 0) return stall_at;
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(progress_timeout_s_));
   for (const auto& link : links_) {
     if (!link || !link->busy() || (watch_peer >= 0 && link->peer() != watch_peer)) continue;
     const auto at = std::max(link->lastProgress(), wait_start) + timeout;
@@ -151,6 +153,10 @@ Status TcpMesh::drive(Done done, int watch_peer) {
     for (auto& link : links_) {
       if (link) link->pump();
     }
+    if (cancelled_.load(std::memory_order_acquire) && broken_.isOk()) {
+      std::lock_guard<std::mutex> lock(cancel_mu_);
+      breakWith(cancel_status_);
+    }
     if (!broken_.isOk()) return broken_;
     if (done()) return Status::ok();
     bool gone = false;
@@ -161,7 +167,7 @@ Status TcpMesh::drive(Done done, int watch_peer) {
     if (stall_peer < 0) stall_at = Clock::now() + std::chrono::hours(1);  // not expected
     if (stall_peer >= 0 && Clock::now() >= stall_at) {
       std::ostringstream msg;
-      msg << "rank " << stall_peer << ": no progress for " << timeout_s_ << " s";
+      msg << "rank " << stall_peer << ": no progress for " << progress_timeout_s_ << " s";
       breakWith(Status::peerLost(msg.str()), stall_peer);
       continue;
     }
@@ -328,6 +334,16 @@ Status TcpMesh::drainControl(Clock::time_point deadline, std::vector<ControlMess
 void TcpMesh::wake() {
   woken_.store(true);
   asio::post(io_, [] {});  // makes a sleeping run_one_until return
+}
+
+void TcpMesh::cancel(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(cancel_mu_);
+    if (cancelled_.load()) return;
+    cancel_status_ = status;
+  }
+  cancelled_.store(true, std::memory_order_release);
+  asio::post(io_, [] {});  // the waiting thread breaks the mesh (drive())
 }
 
 }  // namespace tutti

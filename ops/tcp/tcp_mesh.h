@@ -18,6 +18,7 @@
 #include <boost/asio.hpp>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +59,8 @@ class TcpMesh final : public LinkHost {
   Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out);
   Status drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out);
   void wake();
+  void cancel(const Status& status);  // any thread
+  void setProgressTimeout(double seconds) { progress_timeout_s_ = seconds; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -156,6 +159,10 @@ class TcpMesh final : public LinkHost {
   std::unordered_map<OpId, int> pending_;    // op -> peer, until complete
   std::unordered_map<OpId, Status> failed_;  // ops refused at posting
   std::atomic<bool> woken_{false};
+  std::atomic<bool> cancelled_{false};
+  std::mutex cancel_mu_;
+  Status cancel_status_;           // guarded by cancel_mu_
+  double progress_timeout_s_ = 0;  // the stall watch's; <= 0: none
   Status broken_;
   // Shared memory: this rank's host identity ("" when TUTTI_SHM=off) and the
   // number of peers that use it.

@@ -53,6 +53,12 @@ Status TcpTransport::drainControl(Clock::time_point deadline, std::vector<Contro
 void TcpTransport::wake() {
   impl_->wake();
 }
+void TcpTransport::cancel(const Status& status) {
+  impl_->cancel(status);
+}
+void TcpTransport::setProgressTimeout(double seconds) {
+  impl_->setProgressTimeout(seconds);
+}
 int TcpTransport::sharedMemoryPeers() const {
   return impl_->shmPeers();
 }

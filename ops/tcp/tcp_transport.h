@@ -89,6 +89,12 @@ class TcpTransport : public Transport {
   Status pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) override;
   Status drainControl(Clock::time_point deadline, std::vector<ControlMessage>* out) override;
   void wake() override;
+  void cancel(const Status& status) override;
+  // How long a wait may see no byte move on a busy connection before the
+  // peer counts as lost (default settings.timeout_seconds; <= 0: never).
+  // The ordered lane, whose peers may reach an op much later than this rank,
+  // sets TUTTI_ORDERED_TIMEOUT_SECONDS. Before the first wait.
+  void setProgressTimeout(double seconds);
 
   // Peers whose data goes through shared memory rather than TCP (same host,
   // TUTTI_SHM=auto on both; see ops/tcp/shm_channel.h). For tests and logs.

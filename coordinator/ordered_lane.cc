@@ -1,0 +1,143 @@
+// The ordered lane (coordinator/ordered_lane.h): queueing, who runs an op,
+// and closing. The exchange and the collective: ordered_exec.cc.
+
+#include "coordinator/ordered_lane.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tutti {
+
+OrderedLane::OrderedLane(ProcessSetInfo set, int rank, Connect connect, HandleTable& handles,
+                         ExecutorState& state, OrderedLaneOptions options)
+    : set_(std::move(set)),
+      rank_(rank),
+      connect_(std::move(connect)),
+      handles_(handles),
+      state_(state),
+      options_(options) {}
+
+OrderedLane::~OrderedLane() {
+  shutdown();
+}
+
+void OrderedLane::shutdown() {
+  close(Status::shutdown("tutti shut down before this ordered collective ran"));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !running_; });
+  std::thread thread = std::move(thread_);
+  lock.unlock();
+  if (thread.joinable()) thread.join();
+  lock.lock();
+  executor_.reset();
+  conn_ = SetBackend{};
+}
+
+uint64_t OrderedLane::submit(std::vector<TensorEntry> entries) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closing_) {
+    const Status st = closed_;
+    lock.unlock();
+    for (const TensorEntry& e : entries) {
+      if (e.handle != 0) handles_.complete(e.handle, Completion::failure(st));
+    }
+    return 0;
+  }
+  Op op;
+  op.seq = next_seq_++;
+  const std::string name = "ordered #" + std::to_string(op.seq);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i].request.name = entries.size() == 1 ? name : name + "." + std::to_string(i);
+  }
+  op.entries = std::move(entries);
+  op.queued = std::chrono::steady_clock::now();
+  const uint64_t seq = op.seq;
+  queue_.push_back(std::move(op));
+  if (!thread_.joinable()) thread_ = std::thread([this] { threadMain(); });
+  cv_.notify_all();
+  return seq;
+}
+
+Status OrderedLane::runThrough(uint64_t seq, double timeout_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(std::max(timeout_seconds, 0.0)));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (done_seq_ < seq) {
+    if (!running_ && !queue_.empty()) {
+      running_ = true;
+      runFront(lock);
+      continue;
+    }
+    if (timeout_seconds < 0) {
+      cv_.wait(lock);
+    } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && done_seq_ < seq) {
+      return Status::timeout("ordered collective #" + std::to_string(seq) + " of process set " +
+                             std::to_string(set_.id) + " still runs after " +
+                             std::to_string(timeout_seconds) + " s");
+    }
+  }
+  return Status::ok();
+}
+
+void OrderedLane::runFront(std::unique_lock<std::mutex>& lock) {
+  Op op = std::move(queue_.front());
+  queue_.pop_front();
+  const Status broken = broken_;
+  lock.unlock();
+  std::vector<Completion> done;
+  Status failed = broken.isOk() ? execute(op, &done) : broken;
+  complete(op, std::move(done), failed);
+  lock.lock();
+  if (!failed.isOk() && broken_.isOk()) broken_ = failed;
+  done_seq_ = std::max(done_seq_, op.seq);
+  running_ = false;
+  cv_.notify_all();
+}
+
+void OrderedLane::threadMain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return closing_ || (!running_ && !queue_.empty()); });
+    if (closing_) return;
+    // A waiting caller runs the op itself (no hand-off); this thread only
+    // takes ops that nobody came for.
+    const auto due = queue_.front().queued + options_.handoff;
+    if (std::chrono::steady_clock::now() < due) {
+      cv_.wait_until(lock, due);
+      continue;
+    }
+    running_ = true;
+    runFront(lock);
+  }
+}
+
+void OrderedLane::complete(const Op& op, std::vector<Completion> done, const Status& failed) {
+  for (size_t i = 0; i < op.entries.size(); ++i) {
+    const Handle h = op.entries[i].handle;
+    if (h == 0) continue;
+    if (!failed.isOk() || i >= done.size()) {
+      handles_.complete(
+          h, Completion::failure(failed.isOk() ? Status::internal("no completion") : failed));
+    } else {
+      handles_.complete(h, std::move(done[i]));
+    }
+  }
+}
+
+void OrderedLane::close(const Status& status) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closing_) return;
+  closing_ = true;
+  closed_ = status;
+  std::deque<Op> queued;
+  queued.swap(queue_);
+  done_seq_ = next_seq_ - 1;
+  // An op that is running fails with this status as soon as its waits see it.
+  if (running_ && conn_.transport) conn_.transport->cancel(status);
+  cv_.notify_all();
+  lock.unlock();
+  for (const Op& op : queued) complete(op, {}, status);
+}
+
+}  // namespace tutti
