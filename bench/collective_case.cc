@@ -153,7 +153,7 @@ bool parseReduceOp(const std::string& name, ReduceOp* op) {
 }
 
 CollectiveCase::CollectiveCase(Runtime& runtime, Collective op, DataType dtype, ReduceOp reduce_op,
-                               int64_t bytes, const ProcessSetInfo* set, int root)
+                               int64_t bytes, const ProcessSetInfo* set, int root, bool ordered)
     : runtime_(runtime),
       op_(op),
       dtype_(dtype),
@@ -162,7 +162,8 @@ CollectiveCase::CollectiveCase(Runtime& runtime, Collective op, DataType dtype, 
       ranks_(set ? set->size() : runtime.size()),
       set_id_(set ? set->id : kGlobalProcessSet),
       root_member_(root),
-      root_(set ? set->ranks[static_cast<size_t>(root)] : root) {
+      root_(set ? set->ranks[static_cast<size_t>(root)] : root),
+      ordered_(ordered) {
   per_rank_ = std::max<int64_t>(1, bytes / elementSize() / numRanksInSize());
   const int64_t n = ranks_;
   switch (op_) {
@@ -220,6 +221,7 @@ Status CollectiveCase::enqueue(const std::string& name, Handle* handle) {
   options.reduce_op = reduce_op_;
   options.process_set = set_id_;
   options.root = root_;
+  options.ordered = ordered_;
   TensorView in{input_.data(), dtype_, {static_cast<int64_t>(input_.size()) / elementSize()}};
   TensorView out{output_.data(), dtype_, in.shape};
   switch (op_) {

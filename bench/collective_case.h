@@ -33,9 +33,10 @@ class CollectiveCase {
  public:
   // `set`: the process set it runs over (nullptr: every rank); this rank
   // must be a member. Ranks and sizes above are then the set's. `root`: the
-  // broadcast root's rank among them, 0 <= root < their number.
+  // broadcast root's rank among them, 0 <= root < their number. `ordered`:
+  // the ordered lane (OpOptions::ordered; the name is then not used).
   CollectiveCase(Runtime& runtime, Collective op, DataType dtype, ReduceOp reduce_op, int64_t bytes,
-                 const ProcessSetInfo* set = nullptr, int root = 0);
+                 const ProcessSetInfo* set = nullptr, int root = 0, bool ordered = false);
 
   int64_t bytes() const { return per_rank_ * numRanksInSize() * elementSize(); }
   int64_t count() const { return per_rank_ * numRanksInSize(); }
@@ -63,6 +64,7 @@ class CollectiveCase {
   int32_t set_id_ = kGlobalProcessSet;
   int root_member_ = 0;   // broadcast root among the set's (the world's) ranks
   int root_ = 0;          // the same, a global rank
+  bool ordered_ = false;  // OpOptions::ordered
   int64_t per_rank_ = 1;  // elements each rank contributes or receives per block
   std::vector<uint8_t> input_;
   std::vector<uint8_t> output_;  // allreduce and broadcast; the others' outputs are the handle's

@@ -15,6 +15,7 @@
 // the exact expected result. Exits 1 when any #wrong is not 0.
 //
 // --root N broadcasts from rank N (of the world, or of --process-set).
+// --ordered issues every op on the ordered lane (OpOptions::ordered).
 // --gradient-set runs bench/gradient_set.h instead. Settings come from the
 // TUTTI_* environment (tuttirun writes them; TUTTI_FUSION_THRESHOLD_BYTES=0
 // turns fusion off).
@@ -44,6 +45,7 @@ struct Options {
   bool gradient_set = false;
   std::vector<int> process_set;  // empty: every rank
   int root = 0;                  // broadcast root among the set's (the world's) ranks
+  bool ordered = false;          // the ordered lane (tutti_op_options.ordered)
 };
 
 // Runs one collective over the sweep; adds the wrong elements to *wrong.
@@ -51,14 +53,14 @@ struct Options {
 // broadcast root among its ranks.
 Status runSweep(tutti::Runtime& runtime, Collective op, tutti::DataType dtype,
                 tutti::ReduceOp reduce_op, const bench_sweep& sweep,
-                const tutti::ProcessSetInfo* set, int root, int64_t* wrong) {
+                const tutti::ProcessSetInfo* set, int root, bool ordered, int64_t* wrong) {
   const int32_t set_id = set ? set->id : tutti::kGlobalProcessSet;
   const int ranks = set ? set->size() : runtime.size();
   const bool reporter = set ? set->rankOf(runtime.rank()) == 0 : runtime.rank() == 0;
   int64_t last_bytes = -1;
   for (int64_t asked = sweep.min_bytes; asked <= sweep.max_bytes;
        asked = bench_next_size(&sweep, asked)) {
-    CollectiveCase point(runtime, op, dtype, reduce_op, asked, set, root);
+    CollectiveCase point(runtime, op, dtype, reduce_op, asked, set, root, ordered);
     if (point.bytes() == last_bytes) continue;  // rounded to the same size as the last point
     last_bytes = point.bytes();
     const std::string name = std::string("bench.") + collectiveName(op) + "." +
@@ -117,7 +119,7 @@ Status runSweeps(tutti::Runtime& runtime, const std::vector<Collective>& ops, tu
   }
   for (size_t k = 0; member && k < ops.size(); ++k) {
     TUTTI_RETURN_IF_ERROR(
-        runSweep(runtime, ops[k], dtype, reduce_op, o.sweep, in_set, o.root, wrong));
+        runSweep(runtime, ops[k], dtype, reduce_op, o.sweep, in_set, o.root, o.ordered, wrong));
   }
   if (in_set == nullptr) return Status::ok();
   // Everyone leaves together: a rank's shutdown stops the whole job.
@@ -163,6 +165,9 @@ void addOptions(CLI::App& app, Options& o, std::string (&sizes)[3]) {
                  "run over a process set of these global ranks (e.g. 0,1); the other ranks "
                  "only register it and wait")
       ->delimiter(',');
+  app.add_flag("--ordered", o.ordered,
+               "issue the collectives on the ordered lane (no negotiation; the same order on "
+               "every rank, as torch.distributed does) instead of by name");
   app.add_option("--root", o.root,
                  "broadcast root: a rank of the world, or of the process set (its index "
                  "among the set's ranks); default 0")

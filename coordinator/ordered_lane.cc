@@ -24,7 +24,9 @@ OrderedLane::~OrderedLane() {
 void OrderedLane::shutdown() {
   close(Status::shutdown("tutti shut down before this ordered collective ran"));
   std::unique_lock<std::mutex> lock(mu_);
+  ++waiters_;
   cv_.wait(lock, [&] { return !running_; });
+  --waiters_;
   std::thread thread = std::move(thread_);
   lock.unlock();
   if (thread.joinable()) thread.join();
@@ -52,9 +54,12 @@ uint64_t OrderedLane::submit(std::vector<TensorEntry> entries) {
   op.entries = std::move(entries);
   op.queued = std::chrono::steady_clock::now();
   const uint64_t seq = op.seq;
+  last_submit_ = op.queued;
   queue_.push_back(std::move(op));
   if (!thread_.joinable()) thread_ = std::thread([this] { threadMain(); });
-  cv_.notify_all();
+  // A thread asleep with a deadline looks at the queue by then: waking it
+  // for every op would cost a context switch per op on a busy host.
+  if (thread_deadline_ == Clock::time_point::max()) thread_cv_.notify_one();
   return seq;
 }
 
@@ -69,9 +74,15 @@ Status OrderedLane::runThrough(uint64_t seq, double timeout_seconds) {
       runFront(lock);
       continue;
     }
+    ++waiters_;
+    std::cv_status woke = std::cv_status::no_timeout;
     if (timeout_seconds < 0) {
       cv_.wait(lock);
-    } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && done_seq_ < seq) {
+    } else {
+      woke = cv_.wait_until(lock, deadline);
+    }
+    --waiters_;
+    if (woke == std::cv_status::timeout && done_seq_ < seq) {
       return Status::timeout("ordered collective #" + std::to_string(seq) + " of process set " +
                              std::to_string(set_.id) + " still runs after " +
                              std::to_string(timeout_seconds) + " s");
@@ -92,24 +103,39 @@ void OrderedLane::runFront(std::unique_lock<std::mutex>& lock) {
   if (!failed.isOk() && broken_.isOk()) broken_ = failed;
   done_seq_ = std::max(done_seq_, op.seq);
   running_ = false;
-  cv_.notify_all();
+  if (waiters_ > 0) cv_.notify_all();
 }
 
 void OrderedLane::threadMain() {
+  // A waiting caller runs an op itself (no hand-off); this thread takes the
+  // ops nobody came for within the hand-off time. It sleeps until the
+  // queue's front is due, or while ops keep coming, for kLinger at a time
+  // (submit() then need not wake it); idle, without a deadline.
+  constexpr auto kLinger = std::chrono::milliseconds(2);
   std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [&] { return closing_ || (!running_ && !queue_.empty()); });
-    if (closing_) return;
-    // A waiting caller runs the op itself (no hand-off); this thread only
-    // takes ops that nobody came for.
-    const auto due = queue_.front().queued + options_.handoff;
-    if (std::chrono::steady_clock::now() < due) {
-      cv_.wait_until(lock, due);
+  while (!closing_) {
+    const auto now = Clock::now();
+    if (!running_ && !queue_.empty() && now >= queue_.front().queued + options_.handoff) {
+      running_ = true;
+      runFront(lock);
       continue;
     }
-    running_ = true;
-    runFront(lock);
+    if (!queue_.empty()) {
+      thread_deadline_ = running_ ? now + kLinger : queue_.front().queued + options_.handoff;
+    } else {
+      thread_deadline_ = now - last_submit_ < kLinger ? now + kLinger : Clock::time_point::max();
+    }
+    if (thread_deadline_ == Clock::time_point::max()) {
+      thread_cv_.wait(lock);
+    } else {
+      thread_cv_.wait_until(lock, thread_deadline_);
+    }
   }
+}
+
+void OrderedLane::nudge() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!queue_.empty()) thread_cv_.notify_one();
 }
 
 void OrderedLane::complete(const Op& op, std::vector<Completion> done, const Status& failed) {
@@ -136,6 +162,7 @@ void OrderedLane::close(const Status& status) {
   // An op that is running fails with this status as soon as its waits see it.
   if (running_ && conn_.transport) conn_.transport->cancel(status);
   cv_.notify_all();
+  thread_cv_.notify_all();
   lock.unlock();
   for (const Op& op : queued) complete(op, {}, status);
 }

@@ -38,7 +38,10 @@
 // caller's own thread, no hand-off) when no other thread is running the
 // lane; else that thread runs it and the waiter sleeps until done. Ops that
 // nobody waits for (callbacks, polling) are run by the lane's own thread
-// once they have been queued TUTTI_ORDERED_HANDOFF_US without a waiter.
+// once they have been queued TUTTI_ORDERED_HANDOFF_US without a waiter
+// (soon after a callback is set or the handle polled: nudge(); else within
+// a few milliseconds: the thread is not woken per op, which on a busy host
+// would cost a context switch each).
 // Ops execute one at a time in sequence order, whoever runs them.
 //
 // Errors. A failed exchange or collective (kPeerLost, kInternal) breaks
@@ -104,10 +107,15 @@ class OrderedLane {
   // its waits), joins the lane's thread and closes the connections. Any
   // thread but the lane's own; idempotent.
   void shutdown();
+  // Someone wants op completions without waiting (a completion callback,
+  // polling): the lane's thread looks at the queue now, so the ops run
+  // after the hand-off time. Any thread.
+  void nudge();
 
   int32_t setId() const { return set_.id; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Op {
     uint64_t seq = 0;
     std::vector<TensorEntry> entries;
@@ -137,7 +145,12 @@ class OrderedLane {
   const OrderedLaneOptions options_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;         // waiters in runThrough()
+  std::condition_variable thread_cv_;  // the lane's thread
+  int waiters_ = 0;
+  // When the lane's thread looks at the queue next (max: only when woken).
+  Clock::time_point thread_deadline_ = Clock::time_point::max();
+  Clock::time_point last_submit_{};
   std::deque<Op> queue_;
   uint64_t next_seq_ = 1;
   uint64_t done_seq_ = 0;  // every op up to it has run

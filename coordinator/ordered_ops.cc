@@ -114,6 +114,17 @@ Status RuntimeImpl::wait(Handle handle, double timeout_seconds) {
   return handles_.wait(handle, timeout_seconds);
 }
 
+void RuntimeImpl::nudgeOrdered(Handle handle) {
+  std::shared_ptr<OrderedLane> lane;
+  {
+    std::lock_guard<std::mutex> lock(lanes_mu_);
+    auto it = ordered_handles_.find(handle);
+    if (it == ordered_handles_.end()) return;
+    lane = it->second.lane.lock();
+  }
+  if (lane) lane->nudge();
+}
+
 Status RuntimeImpl::release(Handle handle) {
   TUTTI_RETURN_IF_ERROR(handles_.release(handle));
   std::lock_guard<std::mutex> lock(lanes_mu_);

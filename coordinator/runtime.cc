@@ -417,6 +417,8 @@ Status Runtime::join(Handle* handle) {
 }
 
 bool Runtime::poll(Handle handle) const {
+  if (impl_->handles().poll(handle)) return true;
+  impl_->nudgeOrdered(handle);
   return impl_->handles().poll(handle);
 }
 bool Runtime::hasHandle(Handle handle) const {
@@ -438,7 +440,9 @@ Status Runtime::release(Handle handle) {
   return impl_->release(handle);
 }
 Status Runtime::onComplete(Handle handle, std::function<void(Handle, const Status&)> callback) {
-  return impl_->handles().onComplete(handle, std::move(callback));
+  TUTTI_RETURN_IF_ERROR(impl_->handles().onComplete(handle, std::move(callback)));
+  impl_->nudgeOrdered(handle);
+  return Status::ok();
 }
 
 Status Runtime::startTimeline(const std::string& path, bool mark_cycles) {

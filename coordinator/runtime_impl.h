@@ -85,6 +85,9 @@ class RuntimeImpl {
   // an ordered op runs on the waiting thread when no other runs its lane.
   Status wait(Handle handle, double timeout_seconds);
   Status release(Handle handle);
+  // A callback was set on the handle or it was polled: if it is an ordered
+  // op, its lane's thread runs it soon (OrderedLane::nudge).
+  void nudgeOrdered(Handle handle);
 
   // Process sets (process_set_ops.cc; coordinator/process_sets.h).
   ProcessSetTable& processSets() { return sets_; }

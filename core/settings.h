@@ -75,6 +75,7 @@ struct Settings {
   double ordered_timeout_seconds = 1800;
   int64_t ordered_inline_bytes = 256 << 10;
   int64_t ordered_handoff_us = 50;
+  int64_t ordered_spin_us = 200;  // how long a lane's wait polls before sleeping
   int64_t segment_bytes = kDefaultSegmentBytes;  // ring pipeline segment size
   // TUTTI_ALGORITHMS: overrides of the tcp backend's algorithm choice, parsed
   // and checked by ops/algorithm_table.h when the backend connects ("" = none).

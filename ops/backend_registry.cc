@@ -115,6 +115,7 @@ Status connectOrderedLane(const Settings& settings, const TcpKeepalive& keep,
         TcpTransport::connect(lane, store, own.client->localAddress(), &transport));
   }
   transport->setProgressTimeout(settings.ordered_timeout_seconds);
+  transport->setSpin(std::chrono::microseconds(settings.ordered_spin_us));
   const TcpHierarchy members{hierarchy.allreduce, hierarchy.allgather,
                              hostIdsOf(hierarchy.host_of_rank, ranks)};
   out->backend = std::make_unique<TcpBackend>(

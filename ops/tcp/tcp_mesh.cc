@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <thread>
 
 #include "core/logging.h"
 #include "rendezvous/asio_util.h"
@@ -169,6 +170,14 @@ Status TcpMesh::drive(Done done, int watch_peer) {
       std::ostringstream msg;
       msg << "rank " << stall_peer << ": no progress for " << progress_timeout_s_ << " s";
       breakWith(Status::peerLost(msg.str()), stall_peer);
+      continue;
+    }
+    if (spin_ > Clock::duration::zero() && Clock::now() - wait_start < spin_) {
+      // Spin phase: run ready handlers without sleeping, then look again.
+      // Yielding lets a peer that shares this core (more ranks than cores)
+      // run: its progress is what this wait needs.
+      io_.poll();
+      std::this_thread::yield();
       continue;
     }
     bool moved = false;

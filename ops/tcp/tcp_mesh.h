@@ -61,6 +61,7 @@ class TcpMesh final : public LinkHost {
   void wake();
   void cancel(const Status& status);  // any thread
   void setProgressTimeout(double seconds) { progress_timeout_s_ = seconds; }
+  void setSpin(std::chrono::microseconds spin) { spin_ = spin; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -163,6 +164,7 @@ class TcpMesh final : public LinkHost {
   std::mutex cancel_mu_;
   Status cancel_status_;           // guarded by cancel_mu_
   double progress_timeout_s_ = 0;  // the stall watch's; <= 0: none
+  Clock::duration spin_{};         // how long a wait polls before it sleeps
   Status broken_;
   // Shared memory: this rank's host identity ("" when TUTTI_SHM=off) and the
   // number of peers that use it.

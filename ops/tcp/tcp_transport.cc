@@ -59,6 +59,9 @@ void TcpTransport::cancel(const Status& status) {
 void TcpTransport::setProgressTimeout(double seconds) {
   impl_->setProgressTimeout(seconds);
 }
+void TcpTransport::setSpin(std::chrono::microseconds spin) {
+  impl_->setSpin(spin);
+}
 int TcpTransport::sharedMemoryPeers() const {
   return impl_->shmPeers();
 }

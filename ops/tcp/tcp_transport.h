@@ -95,6 +95,12 @@ class TcpTransport : public Transport {
   // The ordered lane, whose peers may reach an op much later than this rank,
   // sets TUTTI_ORDERED_TIMEOUT_SECONDS. Before the first wait.
   void setProgressTimeout(double seconds);
+  // How long each wait keeps polling its connections before it sleeps in
+  // epoll (default 0: sleeps at once). Waking a sleeping process costs tens
+  // of microseconds on a busy host, a small collective's whole budget; the
+  // ordered lane sets TUTTI_ORDERED_SPIN_US. Only inside a wait: an idle
+  // transport still uses no CPU. Before the first wait.
+  void setSpin(std::chrono::microseconds spin);
 
   // Peers whose data goes through shared memory rather than TCP (same host,
   // TUTTI_SHM=auto on both; see ops/tcp/shm_channel.h). For tests and logs.

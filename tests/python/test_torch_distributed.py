@@ -337,3 +337,48 @@ def test_complex_sum_through_the_real_view():
     dist.all_reduce(t)  # torch passes view_as_real(t) to the group
     total = sum(range(size))
     assert t.tolist() == [complex(total, size), complex(size, -total)]
+
+
+def _mismatch_cases(group, rank):
+    """Each kind of disagreement torch's contract forbids, on `group`: every
+    rank raises the same MismatchError naming the op's number, and the group
+    goes on (gloo would hang or return garbage here)."""
+    first = rank == min(dist.get_process_group_ranks(group)) if group is not None else rank == 0
+    # rank 0 all_reduce, the others all_gather
+    t = torch.ones(4)
+    with pytest.raises(RuntimeError, match=r"MismatchError.*ordered collective #\d+.*collectives "
+                                           r"differ.*allreduce.*allgather|MismatchError.*ordered "
+                                           r"collective #\d+.*collectives differ.*allgather.*"
+                                           r"allreduce"):
+        if first:
+            dist.all_reduce(t, group=group)
+        else:
+            out = [torch.empty(4) for _ in range(dist.get_world_size(group))]
+            dist.all_gather(out, t, group=group)
+    # element counts differ
+    with pytest.raises(RuntimeError, match=r"MismatchError.*ordered collective.*shapes differ"):
+        dist.all_reduce(torch.ones(5 if first else 6), group=group)
+    # one rank skipped a call: its broadcast meets the others' all_reduce
+    if not first:
+        with pytest.raises(RuntimeError, match=r"MismatchError.*collectives differ"):
+            dist.all_reduce(torch.ones(3), group=group)
+    with pytest.raises(RuntimeError, match=r"MismatchError.*collectives differ"):
+        dist.broadcast(torch.ones(3), dist.get_global_rank(group, 0) if group else 0, group=group)
+    if first:  # back in step: one more call on the rank that skipped
+        with pytest.raises(RuntimeError, match=r"MismatchError"):
+            dist.all_reduce(torch.ones(3), group=group)
+    t = torch.ones(2)
+    dist.all_reduce(t, group=group)
+    assert t.tolist() == [dist.get_world_size(group)] * 2
+
+
+def test_ordered_mismatch_kinds_on_every_rank():
+    rank, size = rank_size()
+    if size == 1:
+        return
+    _mismatch_cases(None, rank)
+    if size >= 3:
+        sub = dist.new_group([1, 2])  # every rank creates it (torch's rule)
+        if rank in (1, 2):
+            _mismatch_cases(sub, rank)
+        dist.barrier()

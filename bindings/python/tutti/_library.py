@@ -41,6 +41,7 @@ class OpOptions(ctypes.Structure):
         ("struct_size", ctypes.c_uint32),
         ("process_set_id", ctypes.c_int32),
         ("compression", ctypes.c_char_p),
+        ("ordered", ctypes.c_int32),
     ]
 
 
@@ -260,22 +261,26 @@ def function(name):
     return fn
 
 
-# (process set id, spec) -> OpOptions, never changed once made
-_options_cache: Dict[Tuple[int, Optional[bytes]], Any] = {}
+# (process set id, spec, ordered) -> OpOptions, never changed once made
+_options_cache: Dict[Tuple[int, Optional[bytes], bool], Any] = {}
 
 
-def op_options(process_set_id=0, compression=None):
-    """An OpOptions for the *_async_opts functions: the set id and the
-    compression spec (bytes or None: the job's). Cached per (set, spec), one
-    ctypes call less per op: callers must not change it (the C API only
-    reads options during the enqueue, so one struct serves every thread)."""
-    key = (int(process_set_id), compression)
+def op_options(process_set_id=0, compression=None, ordered=False):
+    """An OpOptions for the *_async_opts functions: the set id, the
+    compression spec (bytes or None: the job's) and whether the op takes the
+    ordered lane (tutti.h, tutti_op_options.ordered: the caller issues it in
+    the same order on every rank of the set). Cached per (set, spec,
+    ordered), one ctypes call less per op: callers must not change it (the C
+    API only reads options during the enqueue, so one struct serves every
+    thread)."""
+    key = (int(process_set_id), compression, bool(ordered))
     options = _options_cache.get(key)
     if options is None:
         options = OpOptions()
         function("tutti_op_options_init")(ctypes.byref(options))
         options.process_set_id = key[0]
         options.compression = compression
+        options.ordered = 1 if key[2] else 0
         options = _options_cache.setdefault(key, options)
     return options
 

@@ -12,6 +12,7 @@ any thread.
 """
 
 import ctypes
+import threading
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -164,11 +165,33 @@ def native_spec(compression: object) -> Optional[str]:
     return spec
 
 
+class _Lane(threading.local):
+    ordered = False
+
+
+_lane = _Lane()
+
+
+class ordered_lane:  # noqa: N801 (used as a statement, like a function)
+    """`with ordered_lane():` the ops this thread enqueues inside take tutti's
+    ordered lane (tutti.h, tutti_op_options.ordered): the caller promises the
+    same order on every rank of the set, as torch.distributed does."""
+
+    __slots__ = ("_before",)
+
+    def __enter__(self) -> None:
+        self._before = _lane.ordered
+        _lane.ordered = True
+
+    def __exit__(self, *exc: object) -> None:
+        _lane.ordered = self._before
+
+
 def options(ps_id: int, compression: object = None) -> Any:
     """A tutti_op_options (by reference) for process set ps_id, and
-    compression= of an allreduce."""
+    compression= of an allreduce; ordered inside `with ordered_lane()`."""
     spec = None if compression is None else encode(native_spec(compression))
-    return ctypes.byref(_library.op_options(ps_id, spec))
+    return ctypes.byref(_library.op_options(ps_id, spec, _lane.ordered))
 
 
 # ---- enqueue: one C call each; the C handle back -----------------------------------

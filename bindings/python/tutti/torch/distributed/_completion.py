@@ -243,3 +243,93 @@ def complete_later(c_handles, wait, finish, devices=None, completer=COMPLETER):
     for h in c_handles:
         completer.watch(h, one_done)
     return future
+
+
+class OpCompletion:
+    """One op of the process group, finished on whichever thread comes first:
+    a thread that waits for it (run_here(): Work.wait(), a blocking
+    dist.all_reduce) runs finish(wait()) itself, and with the ordered lane
+    the collective too (tutti_wait runs it on the waiting thread: no
+    hand-off to tutti's threads or to a completer thread); a torch future is
+    made only when one is asked for (future(): DDP's reducer, comm hooks,
+    get_future()), and then a completer thread finishes the op if nobody
+    waits. finish runs once either way. Thread-safe."""
+
+    __slots__ = ("_c_handles", "_wait", "_finish", "_devices", "_completer", "_lock", "_done",
+                 "_value", "_raw", "_future", "_inference")
+
+    def __init__(self, c_handles, wait, finish, devices=None, completer=COMPLETER):
+        import torch
+
+        self._c_handles = c_handles
+        self._wait = wait
+        self._finish = finish
+        self._devices = devices
+        self._completer = completer
+        self._lock = threading.Lock()
+        self._done = False
+        self._value = None
+        self._raw = None
+        self._future = None
+        self._inference = torch.is_inference_mode_enabled()
+
+    def _compute(self):  # requires self._lock
+        import torch
+
+        if self._done:
+            return
+        try:
+            with torch.inference_mode(self._inference):
+                self._value = self._finish(self._wait())
+        except BaseException as error:  # noqa: B902 (delivered to the waiter)
+            self._value = _Failed(error)
+        self._done = True
+        if self._raw is not None:
+            self._raw.set_result(self._value)
+
+    def run_here(self):
+        """Finishes the op on this thread (waiting for it) and returns its
+        value; raises its error."""
+        with self._lock:
+            self._compute()
+            value = self._value
+        if isinstance(value, _Failed):
+            raise value.error
+        return value
+
+    def done(self):
+        """True once finished, or when every C handle completed (then it is
+        finished here, which no longer waits)."""
+        if self._done:
+            return True
+        lib = _library.load()
+        if all(lib.tutti_poll(h) == 1 for h in self._c_handles):
+            with self._lock:
+                self._compute()
+        return self._done
+
+    def future(self):
+        """The op's torch future (made on first use; completed by a completer
+        thread unless a waiter finishes the op first)."""
+        import torch
+
+        with self._lock:
+            if self._future is not None:
+                return self._future
+            self._raw = torch.futures.Future(devices=self._devices)
+            self._future = self._raw.then(_unwrap)
+            if self._done:
+                self._raw.set_result(self._value)
+                return self._future
+        left = [len(self._c_handles)]
+
+        def one_done(status):
+            del status
+            with self._lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    self._compute()
+
+        for h in self._c_handles:
+            self._completer.watch(h, one_done)
+        return self._future

@@ -2,7 +2,7 @@
 (process_group.py) and torch 2.x's BackendTutti (backend.py).
 
 GroupOps is a mixin: the class that uses it is also a torch class (a
-ProcessGroup on 1.x, a c10d Backend on 2.x) and provides _work(future),
+ProcessGroup on 1.x, a c10d Backend on 2.x) and provides _work(completion),
 which turns the op's torch.futures.Future into the Work returned to torch.
 
 Names. Every op enqueues exactly one tutti op, named
@@ -53,7 +53,8 @@ import torch.distributed as dist
 from tutti.torch import ops
 from tutti.torch.distributed import _collectives as col
 from tutti.torch.distributed import _p2p
-from tutti.torch.distributed._completion import complete_later
+from tutti.torch import _core
+from tutti.torch.distributed._completion import OpCompletion
 from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
 WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
@@ -74,51 +75,52 @@ def called_from_python_api():
 
 
 class FutureWork(dist.Work):
-    """A Work over the op's torch.futures.Future whose wait() raises the op's
-    error (torch's future-wrapping Work does not: dist.all_reduce(t) would
-    ignore a failed op). timeout in wait(timeout): a datetime.timedelta or
-    seconds; past it wait() raises RuntimeError naming the timeout (the op
-    goes on; tutti's own deadlines end it)."""
+    """A Work over one op (an OpCompletion) whose wait() runs the op on the
+    waiting thread and raises its error (torch's future-wrapping Work does
+    not: dist.all_reduce(t) would ignore a failed op). timeout in
+    wait(timeout): a datetime.timedelta or seconds; past it wait() raises
+    RuntimeError naming the timeout (the op goes on; tutti's own deadlines
+    end it). get_future() is the op's torch future."""
 
-    def __init__(self, future):
+    def __init__(self, completion):
         super().__init__()
-        self._future = future
+        self._completion = completion
 
     def wait(self, timeout=None):
         seconds = _seconds(timeout)
-        if seconds is not None and seconds > 0 and not self._future.done():
+        if seconds is not None and seconds > 0 and not self._completion.done():
             done = threading.Event()
-            self._future.add_done_callback(lambda _: done.set())
+            self._completion.future().add_done_callback(lambda _: done.set())
             if not done.wait(seconds):
                 raise RuntimeError("tutti backend: Work.wait(timeout=%.3f s) timed out; the op "
                                    "has not completed" % seconds)
-        self._future.wait()  # raises the op's error
+        self._completion.run_here()  # raises the op's error
         return True
 
     def get_future(self):
-        return self._future
+        return self._completion.future()
 
     def is_completed(self):
-        return self._future.done()
+        return self._completion.done()
 
     def is_success(self):
-        return self.exception() is None and self._future.done()
+        return self._completion.done() and self.exception() is None
 
     def exception(self):
         """The op's error once it failed (torch's Work.exception()), else None."""
-        if not self._future.done():
+        if not self._completion.done():
             return None
         try:
-            self._future.value()
+            self._completion.run_here()
         except Exception as e:  # noqa: BLE001 (failed: that is the answer)
             return e
         return None
 
     def result(self):
-        return self._future.wait()
+        return self._completion.run_here()
 
     def synchronize(self):
-        self._future.wait()
+        self._completion.run_here()
 
 
 def _seconds(timeout):
@@ -157,7 +159,7 @@ class GroupOps:
     set of the group's ranks (None: every rank); group_id a name the same on
     every rank of the group; error, when not None, is raised by every op (a
     subgroup tutti cannot map); store the group's torch store
-    (monitored_barrier). The concrete class provides _work(future)."""
+    (monitored_barrier). The concrete class provides _work(completion)."""
 
     def _setup(self, process_set, group_id, error=None, store=None):
         self._monitor = MonitoredBarrier(store, self.rank(), self.size())
@@ -203,14 +205,16 @@ class GroupOps:
     def _run(self, signature, tensors, start, finish, opts=None):
         """Enqueues one tutti op, start(name, process_set) -> handle, and returns
         the Work of a future that gets finish(result of synchronize(handle)):
-        self._work(future, opts), opts being torch's options of the call."""
+        self._work(completion, opts) (_completion.OpCompletion), opts being torch's
+        options of the call."""
         if self._error is not None:
             raise RuntimeError(self._error)
         name, previous, done = self._name(signature)
         if previous is not None:
             previous.wait()
         try:
-            handle = start(name, self._process_set)
+            with _core.ordered_lane():  # torch's contract: same order on every rank
+                handle = start(name, self._process_set)
         except BaseException:
             self._done(name, done)
             raise
@@ -222,8 +226,8 @@ class GroupOps:
                 self._done(name, done)
 
         devices = sorted({str(t.device) for t in tensors if t.device.type == "cuda"})
-        future = complete_later(ops.c_handles_of(handle), wait, finish, devices or None)
-        return self._work(future, opts)
+        completion = OpCompletion(ops.c_handles_of(handle), wait, finish, devices or None)
+        return self._work(completion, opts)
 
     # -- reductions ---------------------------------------------------------------
 

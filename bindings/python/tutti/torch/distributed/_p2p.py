@@ -14,7 +14,7 @@ Each call returns the op's torch.futures.Future (value: [tensor]).
 
 from tutti.torch import ops, p2p
 from tutti.torch.distributed import _collectives as col
-from tutti.torch.distributed._completion import complete_later
+from tutti.torch.distributed._completion import OpCompletion
 
 
 def _start(group, tensors, what, enqueue):
@@ -23,19 +23,19 @@ def _start(group, tensors, what, enqueue):
     tensor = col.one_tensor(tensors, what)
     handle = enqueue(col.movable(tensor))
     devices = [str(tensor.device)] if tensor.device.type == "cuda" else None
-    return complete_later(ops.c_handles_of(handle), lambda: ops.synchronize(handle),
-                          lambda result: [tensor], devices)
+    return OpCompletion(ops.c_handles_of(handle), lambda: ops.synchronize(handle),
+                        lambda result: [tensor], devices)
 
 
 def send(group, tensors, dst, tag):
-    """Sends tensors[0] to group rank dst with tag; a future."""
+    """Sends tensors[0] to group rank dst with tag; an OpCompletion."""
     peer = group._global_rank(dst)  # noqa: SLF001
     return _start(group, tensors, "send", lambda t: p2p.send_async(
         t, peer, tag=tag, process_set=group._process_set))  # noqa: SLF001
 
 
 def recv(group, tensors, src, tag):
-    """Receives into tensors[0] from group rank src with tag; a future."""
+    """Receives into tensors[0] from group rank src with tag; an OpCompletion."""
     peer = group._global_rank(src)  # noqa: SLF001
     return _start(group, tensors, "recv", lambda t: p2p.recv_async(
         t, peer, tag=tag, process_set=group._process_set))  # noqa: SLF001

@@ -35,7 +35,7 @@ class BackendTutti(GroupOps, torch._C._distributed_c10d.Backend):
         super().__init__(rank, size)
         self._setup(process_set, group_id, error, store)
 
-    def _work(self, future, opts=None):
+    def _work(self, completion, opts=None):
         """A blocking call (opts.asyncOp False: dist.all_reduce(t) and the like)
         waits here and raises the op's error; torch gets a completed Work. An
         asynchronous one (async_op=True, DDP's reducer, FSDP2, functional
@@ -45,9 +45,9 @@ class BackendTutti(GroupOps, torch._C._distributed_c10d.Backend):
         is_success() and exception() of such a Work are torch's defaults
         (False, False, None): poll work.get_future().done() instead."""
         if opts is not None and getattr(opts, "asyncOp", True) is False:
-            future.wait()  # raises the op's error
-            return torch._C._distributed_c10d._create_work_from_future(future)
-        return FutureWork(future)
+            completion.run_here()  # runs the op on this thread; raises its error
+            return torch._C._distributed_c10d._create_work_from_future(completion.future())
+        return FutureWork(completion)
 
     # torch 2.x's names for the same collectives
     all_gather_single = GroupOps._allgather_base

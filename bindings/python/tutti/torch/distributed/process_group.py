@@ -33,7 +33,7 @@ class ProcessGroupTutti(GroupOps, dist.ProcessGroup):
         super().__init__(rank, size)
         self._setup(process_set, group_id, error, store)
 
-    def _work(self, future, opts=None):
+    def _work(self, completion, opts=None):
         if called_from_python_api():
-            return FutureWork(future)
-        return torch._C._distributed_c10d._create_work_from_future(future)
+            return FutureWork(completion)
+        return torch._C._distributed_c10d._create_work_from_future(completion.future())
