@@ -47,6 +47,20 @@ def _write_fd_callback():
     return ctypes.cast(_library.load().tutti_completion_write_fd, ctypes.c_void_p).value
 
 
+class _OnCompleter(threading.local):
+    active = False
+
+
+_on_completer = _OnCompleter()
+
+
+def on_completion_thread():
+    """True on a Completer's thread: where torch futures' callbacks (DDP comm
+    hooks such as PowerSGD, fut.then) run, and where the collectives they
+    start come from, in an order that may differ across ranks."""
+    return _on_completer.active
+
+
 class Completer:
     """Runs fn(status) on one of its threads once a watched C handle completed.
 
@@ -102,6 +116,7 @@ class Completer:
                              name="%s-%d" % (self._name, self._count)).start()
 
     def _work(self):
+        _on_completer.active = True
         while True:
             for fn, status in self._read():
                 try:
@@ -279,7 +294,10 @@ class OpCompletion:
         if self._done:
             return
         try:
-            with torch.inference_mode(self._inference):
+            if self._inference:
+                with torch.inference_mode(True):
+                    self._value = self._finish(self._wait())
+            else:  # no mode to enter: saves a context manager per op
                 self._value = self._finish(self._wait())
         except BaseException as error:  # noqa: B902 (delivered to the waiter)
             self._value = _Failed(error)
@@ -289,12 +307,20 @@ class OpCompletion:
 
     def run_here(self):
         """Finishes the op on this thread (waiting for it) and returns its
-        value; raises its error."""
+        value; raises its error as the op's future would: a RuntimeError
+        whose message starts with the error's class ("MismatchError: ...").
+        Once a future was made, its callbacks run on the completer's threads
+        only (the op's completion is left to them; this waits for it)."""
         with self._lock:
-            self._compute()
-            value = self._value
+            future = self._future
+            if future is None:
+                self._compute()
+                value = self._value
+        if future is not None:
+            return future.wait()
         if isinstance(value, _Failed):
-            raise value.error
+            error = value.error
+            raise RuntimeError("%s: %s" % (type(error).__name__, error)) from error
         return value
 
     def done(self):

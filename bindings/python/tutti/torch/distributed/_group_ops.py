@@ -50,11 +50,12 @@ import threading
 import torch
 import torch.distributed as dist
 
+from tutti import _library
 from tutti.torch import ops
 from tutti.torch.distributed import _collectives as col
 from tutti.torch.distributed import _p2p
 from tutti.torch import _core
-from tutti.torch.distributed._completion import OpCompletion
+from tutti.torch.distributed._completion import OpCompletion, on_completion_thread
 from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
 WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
@@ -169,6 +170,19 @@ class GroupOps:
         self._lock = threading.Lock()
         self._counts = {}  # signature -> ops started
         self._in_flight = {}  # name -> threading.Event set once that op completed here
+        # Whether CPU ops take tutti's ordered lane (tcp and nccl have one; a
+        # job-wide compression keeps allreduces negotiated): their names are
+        # then not matched, so the per-signature counters are skipped.
+        backend = _library.function("tutti_backend")()
+        compression = os.environ.get("TUTTI_COMPRESSION", "none").strip().lower()
+        self._lane = backend in (b"tcp", b"nccl") and compression in ("", "none")
+        self._by_name = False  # negotiate_by_name()
+
+    def negotiate_by_name(self):
+        """From now on this group's ops are negotiated by name, not ordered
+        (a DDP comm hook was registered on it: _backend.hook_ddp_comm_hooks).
+        Every rank must switch at the same point of the group's ops."""
+        self._by_name = True
 
     def getBackendName(self):  # noqa: N802 (torch's name)
         return "tutti"
@@ -209,21 +223,33 @@ class GroupOps:
         options of the call."""
         if self._error is not None:
             raise RuntimeError(self._error)
-        name, previous, done = self._name(signature)
+        # torch's contract, the same order on every rank, holds for ops its
+        # callers issue; not for those that future callbacks (comm hooks)
+        # issue from the completion threads: those are negotiated by name.
+        ordered = not self._by_name and not on_completion_thread()
+        if ordered and self._lane and all(t.device.type == "cpu" for t in tensors):
+            name, previous, done = signature, None, None  # the ordered lane numbers them
+        else:
+            name, previous, done = self._name(signature)
         if previous is not None:
             previous.wait()
         try:
-            with _core.ordered_lane():  # torch's contract: same order on every rank
+            if ordered:
+                with _core.ordered_lane():
+                    handle = start(name, self._process_set)
+            else:
                 handle = start(name, self._process_set)
         except BaseException:
-            self._done(name, done)
+            if done is not None:
+                self._done(name, done)
             raise
 
         def wait():
             try:
                 return ops.synchronize(handle)
             finally:
-                self._done(name, done)
+                if done is not None:
+                    self._done(name, done)
 
         devices = sorted({str(t.device) for t in tensors if t.device.type == "cuda"})
         completion = OpCompletion(ops.c_handles_of(handle), wait, finish, devices or None)
