@@ -17,14 +17,13 @@ rank's input (all_gather*: each rank's part; reduce_scatter_tensor: each
 rank's output). Wall times on a shared machine: read the ratios.
 """
 
-import argparse
 import statistics
 import time
 
+import bench_common
 import torch
 import torch.distributed as dist
 
-import bench_common
 import tutti.torch.distributed  # noqa: F401 (registers backend "tutti")
 
 OPS = ["all_reduce", "all_gather", "all_gather_into_tensor", "broadcast",

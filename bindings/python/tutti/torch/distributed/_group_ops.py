@@ -51,10 +51,9 @@ import torch
 import torch.distributed as dist
 
 from tutti import _library
-from tutti.torch import ops
+from tutti.torch import _core, ops
 from tutti.torch.distributed import _collectives as col
 from tutti.torch.distributed import _p2p
-from tutti.torch import _core
 from tutti.torch.distributed._completion import OpCompletion, on_completion_thread
 from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
