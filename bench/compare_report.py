@@ -13,7 +13,7 @@ import subprocess
 
 BEGIN = "<!-- bench/compare: generated section, do not edit by hand -->"
 END = "<!-- bench/compare: end of generated section -->"
-SYSTEM_ORDER = ["tutti-tcp", "tutti-mpi", "mpi-shm", "mpi-tcp", "gloo-ring", "gloo-ring_chunked",
+SYSTEM_ORDER = ["tutti-tcp", "tutti-ordered", "tutti-mpi", "mpi-shm", "mpi-tcp", "gloo-ring", "gloo-ring_chunked",
                 "torch-gloo", "horovod"]
 
 
@@ -156,11 +156,11 @@ def bars(rows, steps, nps):
     """Issue 6's bars: (bar, np, worst ratio text, met) per line."""
     out = []
 
-    def ratio_bar(title, other, pick, limit, better_is_low):
+    def ratio_bar(title, other, pick, limit, better_is_low, system="tutti-tcp"):
         for np_ in nps:
             ratios = []
             for r in rows:
-                if r["system"] != "tutti-tcp" or r["np"] != np_ or not pick(r["bytes"]):
+                if r["system"] != system or r["np"] != np_ or not pick(r["bytes"]):
                     continue
                 o = _lookup(rows, other, np_, r["bytes"])
                 if not o:
@@ -183,6 +183,14 @@ def bars(rows, steps, nps):
     ratio_bar("allreduce ≥ 1 MiB busbw ≥ 1.5× torch gloo", "torch-gloo", big, 1.5, False)
     ratio_bar("allreduce ≤ 4 KiB time ≤ 1.5× Open MPI tcp", "mpi-tcp", small, 1.5, True)
     ratio_bar("allreduce ≤ 4 KiB time ≤ 0.5× torch gloo", "torch-gloo", small, 0.5, True)
+    # The ordered lane (tutti-bench --ordered, docs/ordered-lane.md).
+    mid = lambda b: (16 << 10) <= b <= (1 << 20)
+    ratio_bar("ordered: allreduce ≤ 4 KiB time ≤ 1.5× Open MPI tcp", "mpi-tcp", small, 1.5, True,
+              "tutti-ordered")
+    ratio_bar("ordered: allreduce 16 KiB-1 MiB busbw ≥ 1.0× Open MPI tcp", "mpi-tcp", mid, 1.0,
+              False, "tutti-ordered")
+    ratio_bar("ordered: allreduce 16 KiB-1 MiB busbw ≥ 0.5× Open MPI shm", "mpi-shm", mid, 0.5,
+              False, "tutti-ordered")
     ratio_bar("allreduce ≥ 1 MiB busbw ≥ 1.5× Horovod", "horovod", big, 1.5, False)
     for np_ in nps:
         tutti = _step(steps, np_, "tutti-tcp",

@@ -3,7 +3,7 @@
 # process; two-rank cases fork their ranks.
 if(TARGET tutti)
   add_executable(tutti_c_api_tests bindings/c_api_handles_test.cc bindings/c_api_callback_test.cc
-                 bindings/c_api_p2p_test.cc)
+                 bindings/c_api_p2p_test.cc bindings/c_api_ordered_test.cc)
   target_link_libraries(tutti_c_api_tests PRIVATE tutti GTest::gtest_main tutti_warnings)
   gtest_discover_tests(tutti_c_api_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120
                        LABELS bindings)

@@ -205,6 +205,49 @@ TEST(PeerLostTest, PointToPointRecvFromADeadSender) {
   EXPECT_EQ(results[0].exit_code, 0) << results[0].describe();
 }
 
+// The ordered lane (coordinator/ordered_lane.h): a rank is SIGKILLed while
+// the others wait in an ordered allreduce: every survivor's op fails with
+// peer lost naming it, within the timeout, and the survivors exit cleanly.
+TEST(PeerLostTest, OrderedOpsFailWithPeerLostNamingTheRank) {
+  constexpr int kSize = 3, kVictim = 1;
+  ClusterOptions options;
+  options.timeout_seconds = kPeerTimeoutSeconds;
+  ProcessPlan plan;
+  plan.kill_rank = kVictim;
+  plan.kill_delay_seconds = 0.3;
+  plan.deadline_seconds = 60;
+  plan.require_clean_shutdown = false;
+  auto body = [](Runtime& rt, ProcessRank& self) {
+    OpOptions opts;
+    opts.ordered = true;
+    HostTensor in(DataType::kFloat32, {100000});  // not inline: the ring's data path
+    HostTensor out(DataType::kFloat32, {100000});
+    Status st = runOpStatus(rt, [&](Handle* h) { return rt.allreduce(in.view(), out.view(), opts, h); });
+    if (!self.check(st.isOk(), "first ordered allreduce: " + st.toString())) return;
+    if (rt.rank() == kVictim) {
+      self.signalReady();
+      std::this_thread::sleep_for(std::chrono::seconds(120));  // SIGKILLed here
+      return;
+    }
+    Handle h = -1;
+    st = rt.allreduce(in.view(), out.view(), opts, &h);
+    if (!self.check(st.isOk(), "enqueue: " + st.toString())) return;
+    self.signalReady();
+    st = rt.wait(h, 4 * kPeerTimeoutSeconds);
+    self.check(st.code() == StatusCode::kPeerLost, "expected 'peer lost', got " + st.toString());
+    self.check(namesRank(st.message(), kVictim), "message does not name rank 1: " + st.message());
+  };
+  const auto results = runProcessRanks(kSize, body, options, plan);
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.describe());
+    EXPECT_FALSE(r.timed_out);
+    if (r.rank == kVictim) continue;
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_LE(r.seconds_after_kill, 2 * kPeerTimeoutSeconds + 5);
+  }
+}
+
 std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
   return "size" + std::to_string(std::get<0>(info.param)) + "_kill" +
          std::to_string(std::get<1>(info.param));
