@@ -36,13 +36,13 @@ bool inlineKind(const Request& r) {
 
 }  // namespace
 
-std::vector<uint8_t> OrderedLane::payloadOf(const Op& op) const {
+TensorView OrderedLane::payloadOf(const Op& op) const {
   const TensorEntry& e = op.entries[0];
-  if (e.request.type == OpType::kBarrier || e.input.data == nullptr) return {};
-  if (e.request.type == OpType::kBroadcast && e.request.root != set_.rankOf(rank_)) return {};
-  const size_t bytes = e.input.numBytes();
-  const auto* data = static_cast<const uint8_t*>(e.input.data);
-  return bytes == 0 ? std::vector<uint8_t>{} : std::vector<uint8_t>(data, data + bytes);
+  if (e.request.type == OpType::kBarrier || e.input.data == nullptr) return TensorView{};
+  if (e.request.type == OpType::kBroadcast && e.request.root != set_.rankOf(rank_)) {
+    return TensorView{};
+  }
+  return e.input;
 }
 
 Status OrderedLane::exchange(const Op& op, std::vector<std::vector<uint8_t>>* blocks,
@@ -53,18 +53,17 @@ Status OrderedLane::exchange(const Op& op, std::vector<std::vector<uint8_t>>* bl
   const int64_t own_bytes =
       first.request.type == OpType::kBarrier ? 0 : static_cast<int64_t>(first.input.numBytes());
   const int64_t all_bytes = own_bytes * set_.size();
-  *inlined =
-      op.entries.size() == 1 && inlineKind(first.request) && all_bytes <= options_.inline_bytes;
+  *inlined = op.entries.size() == 1 && inlineKind(first.request) && all_bytes <= options_.inline_bytes;
   const std::vector<uint8_t> signature = serialize(mine);
   BufferWriter w;
   w.putU8(*inlined ? 1 : 0);
   w.putU32(static_cast<uint32_t>(signature.size()));
   w.putRaw(signature.data(), signature.size());
   if (*inlined) {
-    const std::vector<uint8_t> payload = payloadOf(op);
-    w.putRaw(payload.data(), payload.size());
+    const TensorView payload = payloadOf(op);
+    if (payload.data != nullptr) w.putRaw(payload.data, payload.numBytes());
   }
-  return allgatherBlocksBruck(*conn_.transport, w.bytes(), blocks);
+  return allgatherBlocksBruck(*conn_.transport, w.take(), blocks);
 }
 
 Status OrderedLane::decide(const Op& op, const std::vector<std::vector<uint8_t>>& blocks,

@@ -71,7 +71,7 @@ namespace tutti {
 struct OrderedLaneOptions {
   // Largest op, in bytes of all members' data together, whose data travels
   // with its signature (TUTTI_ORDERED_INLINE_BYTES; 0: never).
-  int64_t inline_bytes = 256 << 10;
+  int64_t inline_bytes = 32 << 10;
   // How long a queued op waits for a waiting caller to run it before the
   // lane's thread does (TUTTI_ORDERED_HANDOFF_US).
   std::chrono::microseconds handoff{50};
@@ -134,7 +134,8 @@ class OrderedLane {
   Status decide(const Op& op, const std::vector<std::vector<uint8_t>>& blocks,
                 std::vector<Response>* responses, std::vector<std::vector<uint8_t>>* payloads,
                 bool* inlined, Status* verdict);
-  std::vector<uint8_t> payloadOf(const Op& op) const;
+  // The data this rank's block carries when the op goes inline (empty view: none).
+  TensorView payloadOf(const Op& op) const;
   void complete(const Op& op, std::vector<Completion> done, const Status& failed);
 
   const ProcessSetInfo set_;

@@ -62,37 +62,51 @@ std::shared_ptr<OrderedLane> RuntimeImpl::laneFor(const ProcessSetInfo& set) {
 
 Status RuntimeImpl::enqueueOrdered(OpType type, const TensorView& input, const TensorView* output,
                                    const OpOptions& options, Handle* handle) {
+  std::vector<TensorView> outputs;
+  if (output != nullptr) outputs.push_back(*output);
+  std::vector<Handle> handles;
+  TUTTI_RETURN_IF_ERROR(enqueueOrderedGroup(type, {input}, outputs, options, &handles));
+  *handle = handles[0];
+  return Status::ok();
+}
+
+Status RuntimeImpl::enqueueOrderedGroup(OpType type, const std::vector<TensorView>& inputs,
+                                        const std::vector<TensorView>& outputs,
+                                        const OpOptions& options, std::vector<Handle>* handles) {
   ProcessSetInfo set;
   TUTTI_RETURN_IF_ERROR(resolveSet(options.process_set, type, "", &set));
   OpOptions named = options;
   named.name = "ordered";  // the lane names it by sequence number (no name counter used)
-  TensorEntry entry;
-  entry.request = makeRequest(type, input, named, set);
+  const bool grouped = inputs.size() > 1;
+  std::vector<TensorEntry> entries(inputs.size());
+  Status checked;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TensorEntry& e = entries[i];
+    e.request = makeRequest(type, inputs[i], named, set);
+    if (grouped) e.request.group_size = static_cast<int32_t>(inputs.size());
+    const TensorView* out = i < outputs.size() ? &outputs[i] : nullptr;
+    if (checked.isOk()) checked = checkEntry(&e, inputs[i], out, options, set);
+    e.input = inputs[i];
+    if (out != nullptr) e.output = *out;
+  }
   std::shared_ptr<OrderedLane> lane = laneFor(set);
-  Status checked = checkEntry(&entry, input, output, options, set);
   if (!checked.isOk()) {
     // Still exchanged, so that every member fails this op alike.
-    entry.request.error = checked.message();
-    sanitizeForWire(&entry.request);
-    std::vector<TensorEntry> failed;
-    failed.push_back(std::move(entry));
-    lane->submit(std::move(failed));
-    return Status(checked.code(), checked.message());
+    for (TensorEntry& e : entries) {
+      e.request.error = checked.message();
+      sanitizeForWire(&e.request);
+    }
+    lane->submit(std::move(entries));
+    return checked;
   }
-  entry.input = input;
-  if (output != nullptr) entry.output = *output;
-  entry.handle = handles_.create();
-  *handle = entry.handle;
-  {
-    std::lock_guard<std::mutex> lock(lanes_mu_);
-    ordered_handles_[entry.handle] = OrderedHandle{lane, 0};
+  handles->clear();
+  for (TensorEntry& e : entries) {
+    e.handle = handles_.create();
+    handles->push_back(e.handle);
   }
-  std::vector<TensorEntry> entries;
-  entries.push_back(std::move(entry));
   const uint64_t seq = lane->submit(std::move(entries));
   std::lock_guard<std::mutex> lock(lanes_mu_);
-  auto it = ordered_handles_.find(*handle);
-  if (it != ordered_handles_.end()) it->second.seq = seq;
+  for (Handle h : *handles) ordered_handles_[h] = OrderedHandle{lane, seq};
   return Status::ok();
 }
 

@@ -202,6 +202,9 @@ Status RuntimeImpl::groupedAllreduce(const std::vector<TensorView>& inputs,
                                    " inputs and " + std::to_string(outputs.size()) +
                                    " outputs; expected the same number, at least one");
   }
+  if (takesOrderedLane(OpType::kAllreduce, inputs[0], options)) {
+    return enqueueOrderedGroup(OpType::kAllreduce, inputs, outputs, options, handles);
+  }
   ProcessSetInfo set;
   TUTTI_RETURN_IF_ERROR(resolveSet(options.process_set, OpType::kAllreduce, options.name, &set));
   const std::string base = options.name.empty()

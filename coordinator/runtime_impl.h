@@ -126,6 +126,11 @@ class RuntimeImpl {
   std::shared_ptr<OrderedLane> laneFor(const ProcessSetInfo& set);
   Status enqueueOrdered(OpType type, const TensorView& input, const TensorView* output,
                         const OpOptions& options, Handle* handle);
+  // One ordered op of several tensors (a grouped allreduce; outputs may be
+  // empty for ops whose output the runtime allocates).
+  Status enqueueOrderedGroup(OpType type, const std::vector<TensorView>& inputs,
+                             const std::vector<TensorView>& outputs, const OpOptions& options,
+                             std::vector<Handle>* handles);
   // Fails the queued ops of every lane (set_id < 0) or of one set's lane.
   void closeLanes(const Status& status, int32_t set_id = -1);
   void destroyLanes();

@@ -139,6 +139,44 @@ TEST_P(OrderedLaneTest, AllgatherBroadcastAlltoallReducescatterBarrier) {
   });
 }
 
+// A grouped allreduce is one ordered op of several tensors; a group of
+// another size on one rank is a mismatch on every rank.
+TEST_P(OrderedLaneTest, GroupedAllreduce) {
+  const Case c = GetParam();
+  runThreadRanks(c.size, [c](Runtime& rt) {
+    const int n = rt.size();
+    std::vector<HostTensor> ins, outs;
+    for (int k = 0; k < 3; ++k) {
+      ins.emplace_back(DataType::kFloat32, Shape{c.count + k});
+      outs.emplace_back(DataType::kFloat32, Shape{c.count + k});
+      ins.back().fill([&](int64_t i) { return valueOf(rt.rank(), i + k); });
+    }
+    std::vector<TensorView> in_views, out_views;
+    for (int k = 0; k < 3; ++k) {
+      in_views.push_back(ins[static_cast<size_t>(k)].view());
+      out_views.push_back(outs[static_cast<size_t>(k)].view());
+    }
+    std::vector<Handle> hs;
+    ASSERT_TRUE(IsOk(rt.groupedAllreduce(in_views, out_views, ordered(), &hs)));
+    for (Handle h : hs) EXPECT_TRUE(IsOk(finishHandle(rt, h)));
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_TRUE(elementsMatch(outs[static_cast<size_t>(k)], [&](int64_t i) {
+        return static_cast<double>((i + k) % 7 + 1) * n * (n + 1) / 2.0;
+      }));
+    }
+    if (n == 1) return;
+    const size_t mine = rt.rank() == 0 ? 2 : 3;
+    in_views.resize(mine);
+    out_views.resize(mine);
+    ASSERT_TRUE(IsOk(rt.groupedAllreduce(in_views, out_views, ordered(), &hs)));
+    for (Handle h : hs) {
+      Status st = finishHandle(rt, h);
+      EXPECT_TRUE(HasCode(st, StatusCode::kMismatch));
+      EXPECT_TRUE(ContainsAll(st.message(), {"ordered collective #2", "numbers of tensors"}));
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, OrderedLaneTest,
                          ::testing::Values(Case{1, 3}, Case{2, 3}, Case{3, 3}, Case{4, 3},
                                            Case{2, 70000}, Case{3, 70000}),
