@@ -59,7 +59,9 @@ uint64_t OrderedLane::submit(std::vector<TensorEntry> entries) {
   if (!thread_.joinable()) thread_ = std::thread([this] { threadMain(); });
   // A thread asleep with a deadline looks at the queue by then: waking it
   // for every op would cost a context switch per op on a busy host.
-  if (thread_deadline_ == Clock::time_point::max()) thread_cv_.notify_one();
+  if (thread_deadline_ == Clock::time_point::max() || !options_.callers_run) {
+    thread_cv_.notify_one();
+  }
   return seq;
 }
 
@@ -69,7 +71,7 @@ Status OrderedLane::runThrough(uint64_t seq, double timeout_seconds) {
                             std::chrono::duration<double>(std::max(timeout_seconds, 0.0)));
   std::unique_lock<std::mutex> lock(mu_);
   while (done_seq_ < seq) {
-    if (!running_ && !queue_.empty()) {
+    if (options_.callers_run && !running_ && !queue_.empty()) {
       running_ = true;
       runFront(lock);
       continue;
@@ -115,13 +117,14 @@ void OrderedLane::threadMain() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!closing_) {
     const auto now = Clock::now();
-    if (!running_ && !queue_.empty() && now >= queue_.front().queued + options_.handoff) {
+    const auto handoff = options_.callers_run ? options_.handoff : Clock::duration::zero();
+    if (!running_ && !queue_.empty() && now >= queue_.front().queued + handoff) {
       running_ = true;
       runFront(lock);
       continue;
     }
     if (!queue_.empty()) {
-      thread_deadline_ = running_ ? now + kLinger : queue_.front().queued + options_.handoff;
+      thread_deadline_ = running_ ? now + kLinger : queue_.front().queued + handoff;
     } else {
       thread_deadline_ = now - last_submit_ < kLinger ? now + kLinger : Clock::time_point::max();
     }

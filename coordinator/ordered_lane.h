@@ -71,10 +71,14 @@ namespace tutti {
 struct OrderedLaneOptions {
   // Largest op, in bytes of all members' data together, whose data travels
   // with its signature (TUTTI_ORDERED_INLINE_BYTES; 0: never).
-  int64_t inline_bytes = 32 << 10;
+  int64_t inline_bytes = 8 << 10;
   // How long a queued op waits for a waiting caller to run it before the
   // lane's thread does (TUTTI_ORDERED_HANDOFF_US).
   std::chrono::microseconds handoff{50};
+  // false (TUTTI_ORDERED_EXECUTION=thread): the lane's thread runs every op
+  // as soon as it is queued and waiters only sleep; kept to measure the
+  // hand-off against the default (docs/ordered-lane.md).
+  bool callers_run = true;
 };
 
 class OrderedLane {

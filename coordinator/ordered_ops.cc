@@ -50,6 +50,7 @@ std::shared_ptr<OrderedLane> RuntimeImpl::laneFor(const ProcessSetInfo& set) {
   OrderedLaneOptions options;
   options.inline_bytes = settings_.ordered_inline_bytes;
   options.handoff = std::chrono::microseconds(settings_.ordered_handoff_us);
+  options.callers_run = settings_.ordered_execution != "thread";
   auto connect = connect_ordered_;
   const std::vector<int> ranks = set.ranks;
   const int32_t id = set.id;

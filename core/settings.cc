@@ -103,6 +103,11 @@ std::vector<SettingSpec> runtimeSpecs(const Settings& d) {
       {"TUTTI_ORDERED_SPIN_US", SettingType::kInt, text(d.ordered_spin_us), 0, 1000000, "",
        "microseconds an ordered collective's wait polls its connections before it sleeps "
        "(waking costs tens of microseconds on a busy host; only while an op is in flight)"},
+      {"TUTTI_ORDERED_EXECUTION", SettingType::kChoice, text(d.ordered_execution), 0, 0,
+       "caller,thread",
+       "who runs an ordered collective: caller (the thread that waits for it, else the lane's "
+       "thread after TUTTI_ORDERED_HANDOFF_US) or thread (always the lane's thread; measured "
+       "slower, kept for comparison)"},
       {"TUTTI_SEGMENT_BYTES", SettingType::kInt, text(d.segment_bytes), 1, kMaxInt, "",
        "bytes per pipelined segment of ring collectives"},
       {"TUTTI_ALGORITHMS", SettingType::kString, text(d.algorithms), 0, 0, "",
@@ -411,6 +416,7 @@ Status readKnobs(const EnvReader& r, Settings* s) {
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ORDERED_INLINE_BYTES", &s->ordered_inline_bytes));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ORDERED_HANDOFF_US", &s->ordered_handoff_us));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_ORDERED_SPIN_US", &s->ordered_spin_us));
+  TUTTI_RETURN_IF_ERROR(r.text("TUTTI_ORDERED_EXECUTION", &s->ordered_execution));
   TUTTI_RETURN_IF_ERROR(r.number("TUTTI_SEGMENT_BYTES", &s->segment_bytes));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_ALGORITHMS", &s->algorithms));
   TUTTI_RETURN_IF_ERROR(r.text("TUTTI_HIERARCHICAL_ALLREDUCE", &s->hierarchical_allreduce));
