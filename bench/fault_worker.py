@@ -13,9 +13,11 @@ code 0 at step 20 without shutting down. --bad-setting-rank R: that rank sets
 TUTTI_FUSION_THRESHOLD_BYTES=-1 before init. --compute-seconds S: each step
 first sleeps S s (a training step's compute: with a small --elements the
 ranks are then almost always between collectives). --marker is only there to find
-the job's processes by their command line.
+the job's processes by their command line. TUTTI_FAULT_ORDERED=1: the
+allreduces go through tutti's ordered lane (as torch.distributed's do).
 """
 import argparse
+import contextlib
 import os
 import time
 
@@ -40,7 +42,10 @@ def main():
         os.environ["TUTTI_FUSION_THRESHOLD_BYTES"] = "-1"
     import torch
     import tutti.torch as hvd
+    from tutti.torch import _core
     torch.set_num_threads(1)
+    lane = (_core.ordered_lane if os.environ.get("TUTTI_FAULT_ORDERED") == "1"
+            else contextlib.nullcontext)
     rank = env_rank()
     try:
         hvd.init()
@@ -50,14 +55,17 @@ def main():
         step = 0
         while True:
             time.sleep(args.compute_seconds)
-            hvd.allreduce_(t, name="grad", op=hvd.Average)
+            with lane():
+                hvd.allreduce_(t, name="grad", op=hvd.Average)
             step += 1
             if step == 3:
                 print("running rank %d" % rank, flush=True)
             if rank == args.early_exit_rank and step == 20:
                 os._exit(0)
             stop = float(bool(args.stop_file) and os.path.exists(args.stop_file))
-            if hvd.allreduce(torch.tensor([stop]), name="stop", op=hvd.Max).item() > 0:
+            with lane():
+                stopped = hvd.allreduce(torch.tensor([stop]), name="stop", op=hvd.Max).item()
+            if stopped > 0:
                 break
         hvd.shutdown()
         print("done rank %d" % rank, flush=True)

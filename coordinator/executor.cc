@@ -224,6 +224,11 @@ Status Executor::adasum(const Response& r, const std::vector<const TensorEntry*>
 Status Executor::allgather(const Response& r, const TensorEntry* e, Completion* done) {
   TUTTI_CHECK(e != nullptr);  // joined ranks never get an allgather (validation)
   const AllgatherLayout layout = allgatherLayout(r, size_);
+  if (e->output.data != nullptr && e->output.dtype == r.dtype &&
+      e->output.numBytes() == layout.totalBytes()) {
+    // Runtime::allgatherInto with a buffer of exactly the result's size.
+    return backend_.allgatherv(e->input.data, e->output.data, layout.bytes_per_rank);
+  }
   done->setOutput(r.dtype, withFirstDim(e->input.shape, layout.rows), layout.totalBytes());
   return backend_.allgatherv(e->input.data, done->output.bytes.data(), layout.bytes_per_rank);
 }

@@ -17,7 +17,9 @@
 //    boundaries, so each tensor is combined on its own); prescale before,
 //    postscale after, no average division (Horovod's AdasumMPIAllreduceOp).
 //  - allgather, alltoall, reducescatter: the output is allocated into the
-//    Completion's OwnedTensor; alltoall also reports the received splits.
+//    Completion's OwnedTensor; alltoall also reports the received splits. An
+//    allgather whose entry has an output (Runtime::allgatherInto) of exactly
+//    the result's bytes and dtype is written there instead (no OwnedTensor).
 //  - broadcast: into the output buffer (root copies its input first).
 //  - barrier: Backend::barrier(). join: no collective.
 //  - send (a matched point-to-point pair, coordinator/point_to_point.h): on

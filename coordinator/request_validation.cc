@@ -138,7 +138,15 @@ Status validateLocalRequest(const Request& r, const TensorView& input, const Ten
     return Status::ok();  // no tensor; process set arguments: coordinator/process_sets.h
   }
   TUTTI_RETURN_IF_ERROR(checkView(r, input, "input"));
-  if (output != nullptr) {
+  if (output != nullptr && r.type == OpType::kAllgather) {
+    // Into the caller's buffer: its size is checked when the op runs
+    // (coordinator/executor.h); the dtype here.
+    TUTTI_RETURN_IF_ERROR(checkView(r, *output, "output"));
+    if (output->dtype != input.dtype) {
+      return Status::invalidArgument(prefix(r) + "output " + describeTensor(*output) +
+                                     " must have the input's dtype " + describeTensor(input));
+    }
+  } else if (output != nullptr) {
     TUTTI_RETURN_IF_ERROR(checkView(r, *output, "output"));
     if (output->dtype != input.dtype || output->shape != input.shape) {
       return Status::invalidArgument(prefix(r) + "output " + describeTensor(*output) +

@@ -382,6 +382,11 @@ Status Runtime::groupedAllreduce(const std::vector<TensorView>& inputs,
 Status Runtime::allgather(const TensorView& input, const OpOptions& options, Handle* handle) {
   return impl_->enqueue(OpType::kAllgather, input, nullptr, options, handle);
 }
+Status Runtime::allgatherInto(const TensorView& input, const TensorView& output,
+                             const OpOptions& options, Handle* handle) {
+  const bool host = input.device == DeviceType::kCpu && output.device == DeviceType::kCpu;
+  return impl_->enqueue(OpType::kAllgather, input, host ? &output : nullptr, options, handle);
+}
 Status Runtime::broadcast(const TensorView& input, const TensorView& output,
                           const OpOptions& options, Handle* handle) {
   return impl_->enqueue(OpType::kBroadcast, input, &output, options, handle);

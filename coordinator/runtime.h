@@ -137,6 +137,13 @@ class Runtime {
   // First dimensions may differ per rank; other dimensions must match; a
   // 0-dimensional input is an error. Output: output(handle).
   Status allgather(const TensorView& input, const OpOptions& options, Handle* handle);
+  // The same into the caller's `output` (CPU; the input's dtype; borrowed
+  // until the handle completes): when it holds exactly the result's bytes
+  // (every rank's rows) the result is written there and output(handle) is
+  // nullptr; otherwise (or for CUDA tensors) output(handle) holds the result
+  // as for allgather(). Saves allocating and copying the result.
+  Status allgatherInto(const TensorView& input, const TensorView& output, const OpOptions& options,
+                       Handle* handle);
   // Root's input is written to every rank's output (may be the same memory as input).
   Status broadcast(const TensorView& input, const TensorView& output, const OpOptions& options,
                    Handle* handle);

@@ -393,6 +393,18 @@ TUTTI_API int tutti_grouped_allreduce_async_opts(int count, const tutti_tensor* 
                                                  tutti_handle* handles);
 TUTTI_API int tutti_allgather_async_opts(const tutti_tensor* input, const char* name,
                                          const tutti_op_options* options, tutti_handle* handle);
+/*
+ * tutti_allgather_async_opts into the caller's `output` (CPU, the input's
+ * dtype, borrowed until the handle completes). When `output` holds exactly
+ * the result's bytes (every rank's rows) the result is written there and
+ * tutti_handle_output() reports no output (TUTTI_ERR_INVALID_ARGUMENT);
+ * otherwise, and for CUDA tensors, the result is the handle's output as
+ * for tutti_allgather_async_opts. Saves allocating and copying the result
+ * (torch.distributed's all_gather_into_tensor uses it).
+ */
+TUTTI_API int tutti_allgather_into_async_opts(const tutti_tensor* input, const tutti_tensor* output,
+                                              const char* name, const tutti_op_options* options,
+                                              tutti_handle* handle);
 TUTTI_API int tutti_broadcast_async_opts(const tutti_tensor* input, const tutti_tensor* output,
                                          int root, const char* name,
                                          const tutti_op_options* options, tutti_handle* handle);

@@ -188,6 +188,21 @@ int tutti_allgather_async_opts(const tutti_tensor* input, const char* name,
   return withRuntime([&](tutti::Runtime& rt) { return report(rt.allgather(in, options, handle)); });
 }
 
+int tutti_allgather_into_async_opts(const tutti_tensor* input, const tutti_tensor* output,
+                                    const char* name, const tutti_op_options* opts,
+                                    tutti_handle* handle) {
+  tutti::TensorView in;
+  tutti::TensorView out;
+  tutti::OpOptions options;
+  if (int rc = checkHandleOut(handle)) return rc;
+  if (int rc = toView(input, "input", &in)) return rc;
+  if (int rc = toView(output, "output", &out)) return rc;
+  if (int rc = applyOptions(opts, false, &options)) return rc;
+  options.name = toName(name);
+  return withRuntime(
+      [&](tutti::Runtime& rt) { return report(rt.allgatherInto(in, out, options, handle)); });
+}
+
 int tutti_broadcast_async(const tutti_tensor* input, const tutti_tensor* output, int root,
                           const char* name, tutti_handle* handle) {
   return tutti_broadcast_async_opts(input, output, root, name, nullptr, handle);

@@ -182,6 +182,44 @@ INSTANTIATE_TEST_SUITE_P(Sizes, OrderedLaneTest,
                                            Case{2, 70000}, Case{3, 70000}),
                          caseName);
 
+// allgatherInto: a buffer of exactly the result's size is written in place
+// (no runtime output); another size leaves it alone and the handle holds the
+// result. Both lanes, uneven rows.
+TEST_P(OrderedLaneTest, AllgatherIntoTheCallersBuffer) {
+  const Case c = GetParam();
+  runThreadRanks(c.size, [c](Runtime& rt) {
+    const int n = rt.size();
+    const int r = rt.rank();
+    HostTensor mine(DataType::kFloat32, {r + 1, c.count});
+    mine.fill([&](int64_t i) { return 100.0 * r + i; });
+    std::vector<double> want;
+    for (int p = 0; p < n; ++p) {
+      for (int64_t i = 0; i < (p + 1) * c.count; ++i) want.push_back(100.0 * p + i);
+    }
+    for (bool use_lane : {true, false}) {
+      OpOptions o = ordered();
+      o.ordered = use_lane;
+      o.name = "into";
+      HostTensor exact(DataType::kFloat32, {static_cast<int64_t>(want.size())});
+      Handle h = 0;
+      ASSERT_TRUE(IsOk(rt.allgatherInto(mine.view(), exact.view(), o, &h)));
+      ASSERT_TRUE(IsOk(rt.wait(h)));
+      EXPECT_EQ(rt.output(h), nullptr) << "written into the caller's buffer";
+      EXPECT_TRUE(IsOk(rt.release(h)));
+      EXPECT_TRUE(elementsMatch(exact, [&](int64_t i) { return want[static_cast<size_t>(i)]; }));
+      HostTensor other(DataType::kFloat32, {static_cast<int64_t>(want.size()) + 1});
+      other.fill([](int64_t) { return -1.0; });
+      OpResult g = runOp(rt, [&](Handle* hh) {
+        return rt.allgatherInto(mine.view(), other.view(), o, hh);
+      });
+      ASSERT_TRUE(IsOk(g.status));
+      ASSERT_TRUE(g.has_output) << "another size: the result is the handle's";
+      EXPECT_TRUE(elementsMatch(g.output, [&](int64_t i) { return want[static_cast<size_t>(i)]; }));
+      EXPECT_TRUE(elementsMatch(other, [](int64_t) { return -1.0; }));
+    }
+  });
+}
+
 // ---- disagreements: kMismatch on every rank, never a hang ----------------------
 
 // After a disagreement the lane goes on: a matching allreduce works.

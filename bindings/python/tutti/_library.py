@@ -150,6 +150,7 @@ _OPTIONAL_SIGNATURES = {
         ctypes.c_int, [ctypes.c_int, _T, _T, ctypes.c_char_p, ctypes.c_int, ctypes.c_double,
                        ctypes.c_double, _OPTS, _H]),
     "tutti_allgather_async_opts": (ctypes.c_int, [_T, ctypes.c_char_p, _OPTS, _H]),
+    "tutti_allgather_into_async_opts": (ctypes.c_int, [_T, _T, ctypes.c_char_p, _OPTS, _H]),
     "tutti_broadcast_async_opts": (
         ctypes.c_int, [_T, _T, ctypes.c_int, ctypes.c_char_p, _OPTS, _H]),
     "tutti_alltoall_async_opts": (

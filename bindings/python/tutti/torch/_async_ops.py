@@ -20,9 +20,11 @@ from tutti.torch._core import (
     check_tensor,
     contiguous,
     enqueue_allgather,
+    enqueue_allgather_into,
     enqueue_allreduce,
     enqueue_broadcast,
     enqueue_grouped_allreduce,
+    has_output,
     op_code,
     output_tensor,
     process_set_id,
@@ -140,6 +142,25 @@ def allgather_async(tensor: torch.Tensor, name: Optional[str] = None,
     inp = contiguous(tensor)
     return register([enqueue_allgather(inp, name, ps_id)], (inp,),
                     lambda hs: output_tensor(hs[0], inp.device))
+
+
+def allgather_into_async(tensor: torch.Tensor, output: torch.Tensor, name: Optional[str] = None,
+                         process_set: _Set = None) -> int:
+    """allgather_async whose result is written straight into `output` (CPU,
+    contiguous, the input's dtype) when `output` holds exactly every rank's
+    rows: synchronize() then returns `output` itself. Otherwise (another
+    size, a CUDA or non-contiguous tensor) synchronize() returns the result as
+    a new tensor, as allgather_async's, and `output` is untouched."""
+    ps_id = process_set_id(process_set)
+    check_tensor(tensor)
+    inp = contiguous(tensor)
+    direct = (inp.device.type == "cpu" and output.device.type == "cpu"
+              and output.is_contiguous() and output.dtype == inp.dtype)
+    if not direct:
+        return allgather_async(inp, name, process_set)
+    h = enqueue_allgather_into(inp, output, name, ps_id)
+    return register([h], (inp, output),
+                    lambda hs: output_tensor(hs[0], inp.device) if has_output(hs[0]) else output)
 
 
 def broadcast_async(tensor: torch.Tensor, root_rank: int, name: Optional[str] = None,

@@ -232,6 +232,25 @@ def enqueue_allgather(inp: torch.Tensor, name: Optional[object], ps_id: int = 0)
     return handle.value
 
 
+def enqueue_allgather_into(inp: torch.Tensor, out: torch.Tensor, name: Optional[object],
+                           ps_id: int = 0) -> int:
+    """tutti_allgather_into_async_opts: the result goes into `out` when it holds
+    exactly every rank's rows (has_output() is then False)."""
+    handle = _library.c_handle()
+    d_in = desc(inp)
+    d_out = desc(out)
+    _library.check(_library.function("tutti_allgather_into_async_opts")(
+        ctypes.byref(d_in), ctypes.byref(d_out), encode(name), options(ps_id),
+        ctypes.byref(handle)))
+    return handle.value
+
+
+def has_output(c_handle: int) -> bool:
+    """Whether a completed C handle holds a runtime-sized output."""
+    d = _library.TensorDesc()
+    return lib().tutti_handle_output(c_handle, ctypes.byref(d)) == 0
+
+
 def enqueue_broadcast(inp: torch.Tensor, out: torch.Tensor, root_rank: int,
                       name: Optional[object], ps_id: int = 0) -> int:
     handle = _library.c_handle()

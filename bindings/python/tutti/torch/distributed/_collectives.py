@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 
 from tutti import _library
-from tutti.torch import _core, _handles, ops
+from tutti.torch import _async_ops, _core, _handles, ops
 
 _R = dist.ReduceOp.RedOpType
 _ARITHMETIC = {_R.SUM: ops.Sum, _R.AVG: ops.Average, _R.MIN: ops.Min, _R.MAX: ops.Max,
@@ -181,9 +181,23 @@ def broadcast(tensor, root):
 
 
 def gather_into(tensor, outputs, what):
-    """allgather of tensor into outputs (one per rank, or one holding all)."""
+    """allgather of tensor into outputs (one per rank, or one holding all:
+    then written straight into it when it is contiguous and of the right
+    size, with no copy)."""
     _check_like(outputs, tensor, what)
     flat = movable(tensor.reshape(-1))
+    if len(outputs) == 1 and outputs[0].is_contiguous():
+        target = movable(outputs[0]).view(-1)
+
+        def finish_into(gathered):
+            if gathered is not target:  # another size: the runtime's own output
+                check_numel(gathered, target.numel(), what + " result")
+                target.copy_(gathered.view(-1))
+            return outputs[0]
+
+        return ((lambda name, ps: _async_ops.allgather_into_async(flat, target, name=name,
+                                                                  process_set=ps)),
+                finish_into)
 
     def finish(gathered):
         check_numel(gathered, sum(o.numel() for o in outputs), what + " result")
