@@ -186,26 +186,25 @@ def gather_into(tensor, outputs, what):
     size, with no copy)."""
     _check_like(outputs, tensor, what)
     flat = movable(tensor.reshape(-1))
-    if len(outputs) == 1 and outputs[0].is_contiguous():
-        target = movable(outputs[0]).view(-1)
-
-        def finish_into(gathered):
-            if gathered is not target:  # another size: the runtime's own output
-                check_numel(gathered, target.numel(), what + " result")
-                target.copy_(gathered.view(-1))
-            return outputs[0]
-
-        return ((lambda name, ps: _async_ops.allgather_into_async(flat, target, name=name,
-                                                                  process_set=ps)),
-                finish_into)
+    one = len(outputs) == 1 and outputs[0].is_contiguous()
+    # One output: the result goes straight into it; a list: into one flat
+    # buffer (not zero-filled), then split into the outputs, as gloo does.
+    target = (movable(outputs[0]).view(-1) if one
+              else torch.empty(sum(o.numel() for o in outputs), dtype=flat.dtype))
 
     def finish(gathered):
-        check_numel(gathered, sum(o.numel() for o in outputs), what + " result")
-        for out, part in zip(outputs, gathered.split([o.numel() for o in outputs])):
+        if gathered is not target:  # another size: the runtime's own output
+            check_numel(gathered, target.numel(), what + " result")
+            target.copy_(gathered.view(-1))
+        if one:
+            return outputs[0]
+        for out, part in zip(outputs, target.split([o.numel() for o in outputs])):
             movable(out).copy_(part.view(out.shape))
         return outputs if len(outputs) > 1 else outputs[0]
 
-    return (lambda name, ps: ops.allgather_async(flat, name=name, process_set=ps)), finish
+    return ((lambda name, ps: _async_ops.allgather_into_async(flat, target, name=name,
+                                                              process_set=ps)),
+            finish)
 
 
 def allgather_coalesced(outputs, inputs, size):

@@ -29,7 +29,9 @@ import atexit
 import ctypes
 import os
 import struct
+import sys
 import threading
+from typing import Any, Optional, Set
 
 from tutti import _library
 
@@ -45,20 +47,6 @@ _READ_BYTES = _RECORD.size
 def _write_fd_callback():
     """The address of libtutti's tutti_completion_write_fd."""
     return ctypes.cast(_library.load().tutti_completion_write_fd, ctypes.c_void_p).value
-
-
-class _OnCompleter(threading.local):
-    active = False
-
-
-_on_completer = _OnCompleter()
-
-
-def on_completion_thread():
-    """True on a Completer's thread: where torch futures' callbacks (DDP comm
-    hooks such as PowerSGD, fut.then) run, and where the collectives they
-    start come from, in an order that may differ across ranks."""
-    return _on_completer.active
 
 
 class Completer:
@@ -116,7 +104,6 @@ class Completer:
                              name="%s-%d" % (self._name, self._count)).start()
 
     def _work(self):
-        _on_completer.active = True
         while True:
             for fn, status in self._read():
                 try:
@@ -359,3 +346,30 @@ class OpCompletion:
         for h in self._c_handles:
             self._completer.watch(h, one_done)
         return self._future
+
+
+_CALLBACK_FRAMES: Optional[Set[Any]] = None
+
+
+def in_future_callback():
+    """True when the calling code runs inside a torch future's callback
+    (fut.then / add_done_callback: DDP comm hooks such as PowerSGD), on
+    whichever thread runs it: a completion thread (the callback runs inside
+    the op's completion) or the thread that attached it to a future that had
+    completed already (torch then runs it at once). Collectives started
+    there come in an order that may differ across ranks; the answer is the
+    same on every rank for the same call, whichever thread ran it."""
+    global _CALLBACK_FRAMES
+    if _CALLBACK_FRAMES is None:
+        import torch
+
+        _CALLBACK_FRAMES = {torch.futures.Future.then.__code__,
+                            torch.futures.Future.add_done_callback.__code__,
+                            OpCompletion._compute.__code__}
+    frame = sys._getframe(1)
+    while frame is not None:  # the whole stack: autograd's and DDP's are deep
+        if frame.f_code in _CALLBACK_FRAMES:
+            return True
+        frame = frame.f_back
+    return False
+

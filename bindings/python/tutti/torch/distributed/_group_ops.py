@@ -54,7 +54,7 @@ from tutti import _library
 from tutti.torch import _core, ops
 from tutti.torch.distributed import _collectives as col
 from tutti.torch.distributed import _p2p
-from tutti.torch.distributed._completion import OpCompletion, on_completion_thread
+from tutti.torch.distributed._completion import OpCompletion, in_future_callback
 from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
 WINDOW = 4  # distinct names per signature (ops of one signature in flight at once)
@@ -175,13 +175,6 @@ class GroupOps:
         backend = _library.function("tutti_backend")()
         compression = os.environ.get("TUTTI_COMPRESSION", "none").strip().lower()
         self._lane = backend in (b"tcp", b"nccl") and compression in ("", "none")
-        self._by_name = False  # negotiate_by_name()
-
-    def negotiate_by_name(self):
-        """From now on this group's ops are negotiated by name, not ordered
-        (a DDP comm hook was registered on it: _backend.hook_ddp_comm_hooks).
-        Every rank must switch at the same point of the group's ops."""
-        self._by_name = True
 
     def getBackendName(self):  # noqa: N802 (torch's name)
         return "tutti"
@@ -224,8 +217,8 @@ class GroupOps:
             raise RuntimeError(self._error)
         # torch's contract, the same order on every rank, holds for ops its
         # callers issue; not for those that future callbacks (comm hooks)
-        # issue from the completion threads: those are negotiated by name.
-        ordered = not self._by_name and not on_completion_thread()
+        # issue, whichever thread runs them: those are negotiated by name.
+        ordered = not in_future_callback()
         if ordered and self._lane and all(t.device.type == "cpu" for t in tensors):
             name, previous, done = signature, None, None  # the ordered lane numbers them
         else:
