@@ -10,9 +10,11 @@ TUTTI_COMPRESSION as tuttirun set them). Every step the 161 gradients are
 refilled with rank + 1 and allreduced (sum) asynchronously in backward
 order; every 50th step every element is checked against size (size + 1) / 2
 (exact in float16 and bfloat16 for size <= 16); `wrong` counts the tensors
-that differed.
+that differed. --ordered: the gradient set's allreduces go through the
+ordered lane (issued in the same order on every rank) instead of by name.
 """
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -23,6 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 import bench_common  # noqa: E402
 import torch  # noqa: E402
 import tutti.torch as hvd  # noqa: E402
+from tutti.torch import _core  # noqa: E402
 from torch_fashion_mnist import Net  # noqa: E402
 
 
@@ -37,7 +40,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--warmup", type=int, required=True)
+    ap.add_argument("--ordered", action="store_true")
     args = ap.parse_args()
+    lane = _core.ordered_lane if args.ordered else contextlib.nullcontext
     torch.set_num_threads(1)
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -56,8 +61,9 @@ def main():
             start = usage()
         for g in grads:
             g.fill_(rank + 1)
-        handles = [hvd.allreduce_async_(grads[i], name="rn50.%d" % i, op=hvd.Sum)
-                   for i in reversed(range(len(grads)))]
+        with lane():
+            handles = [hvd.allreduce_async_(grads[i], name="rn50.%d" % i, op=hvd.Sum)
+                       for i in reversed(range(len(grads)))]
         for h in handles:
             hvd.synchronize(h)
         if step % 50 == 0:
