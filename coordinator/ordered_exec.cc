@@ -53,7 +53,8 @@ Status OrderedLane::exchange(const Op& op, std::vector<std::vector<uint8_t>>* bl
   const int64_t own_bytes =
       first.request.type == OpType::kBarrier ? 0 : static_cast<int64_t>(first.input.numBytes());
   const int64_t all_bytes = own_bytes * set_.size();
-  *inlined = op.entries.size() == 1 && inlineKind(first.request) && all_bytes <= options_.inline_bytes;
+  *inlined =
+      op.entries.size() == 1 && inlineKind(first.request) && all_bytes <= options_.inline_bytes;
   const std::vector<uint8_t> signature = serialize(mine);
   BufferWriter w;
   w.putU8(*inlined ? 1 : 0);

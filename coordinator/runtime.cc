@@ -383,7 +383,7 @@ Status Runtime::allgather(const TensorView& input, const OpOptions& options, Han
   return impl_->enqueue(OpType::kAllgather, input, nullptr, options, handle);
 }
 Status Runtime::allgatherInto(const TensorView& input, const TensorView& output,
-                             const OpOptions& options, Handle* handle) {
+                              const OpOptions& options, Handle* handle) {
   const bool host = input.device == DeviceType::kCpu && output.device == DeviceType::kCpu;
   return impl_->enqueue(OpType::kAllgather, input, host ? &output : nullptr, options, handle);
 }

@@ -76,7 +76,8 @@ struct Settings {
   int64_t ordered_inline_bytes = 8 << 10;
   int64_t ordered_handoff_us = 50;
   int64_t ordered_spin_us = 200;
-  std::string ordered_execution = "caller";  // caller (a waiting caller runs the op) or thread  // how long a lane's wait polls before sleeping
+  std::string ordered_execution = "caller";  // caller (a waiting caller runs the op) or thread  //
+                                             // how long a lane's wait polls before sleeping
   int64_t segment_bytes = kDefaultSegmentBytes;  // ring pipeline segment size
   // TUTTI_ALGORITHMS: overrides of the tcp backend's algorithm choice, parsed
   // and checked by ops/algorithm_table.h when the backend connects ("" = none).

@@ -33,8 +33,7 @@ TEST_F(CApiOrdered, DefaultIsNegotiatedAndOtherValuesAreRefused) {
   EXPECT_NE(std::string(tutti_last_error()).find("options->ordered = 2"), std::string::npos)
       << tutti_last_error();
   opts.ordered = 1;  // one rank: the op completes on this thread in tutti_wait
-  ASSERT_EQ(tutti_allreduce_async_opts(&t, &t, nullptr, TUTTI_SUM, 1.0, 1.0, &opts, &h),
-            TUTTI_OK);
+  ASSERT_EQ(tutti_allreduce_async_opts(&t, &t, nullptr, TUTTI_SUM, 1.0, 1.0, &opts, &h), TUTTI_OK);
   EXPECT_EQ(tutti_wait(h, 30), TUTTI_OK);
   EXPECT_EQ(x, 2.0f);
   EXPECT_EQ(tutti_release(h), TUTTI_OK);

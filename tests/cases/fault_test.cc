@@ -222,7 +222,8 @@ TEST(PeerLostTest, OrderedOpsFailWithPeerLostNamingTheRank) {
     opts.ordered = true;
     HostTensor in(DataType::kFloat32, {100000});  // not inline: the ring's data path
     HostTensor out(DataType::kFloat32, {100000});
-    Status st = runOpStatus(rt, [&](Handle* h) { return rt.allreduce(in.view(), out.view(), opts, h); });
+    Status st =
+        runOpStatus(rt, [&](Handle* h) { return rt.allreduce(in.view(), out.view(), opts, h); });
     if (!self.check(st.isOk(), "first ordered allreduce: " + st.toString())) return;
     if (rt.rank() == kVictim) {
       self.signalReady();

@@ -209,9 +209,8 @@ TEST_P(OrderedLaneTest, AllgatherIntoTheCallersBuffer) {
       EXPECT_TRUE(elementsMatch(exact, [&](int64_t i) { return want[static_cast<size_t>(i)]; }));
       HostTensor other(DataType::kFloat32, {static_cast<int64_t>(want.size()) + 1});
       other.fill([](int64_t) { return -1.0; });
-      OpResult g = runOp(rt, [&](Handle* hh) {
-        return rt.allgatherInto(mine.view(), other.view(), o, hh);
-      });
+      OpResult g =
+          runOp(rt, [&](Handle* hh) { return rt.allgatherInto(mine.view(), other.view(), o, hh); });
       ASSERT_TRUE(IsOk(g.status));
       ASSERT_TRUE(g.has_output) << "another size: the result is the handle's";
       EXPECT_TRUE(elementsMatch(g.output, [&](int64_t i) { return want[static_cast<size_t>(i)]; }));
