@@ -64,23 +64,6 @@ std::unique_ptr<Store> generationStore(const TcpKeepalive& keep) {
   return std::make_unique<GenerationStore>(*keep.client, keep.generation);
 }
 
-// A view of another store whose keys start with `prefix`.
-class PrefixStore : public Store {
- public:
-  PrefixStore(Store& base, std::string prefix) : base_(base), prefix_(std::move(prefix)) {}
-  Status set(const std::string& key, const std::vector<uint8_t>& value) override {
-    return base_.set(prefix_ + key, value);
-  }
-  Status get(const std::string& key, std::chrono::milliseconds timeout,
-             std::vector<uint8_t>* value) override {
-    return base_.get(prefix_ + key, timeout, value);
-  }
-
- private:
-  Store& base_;
-  std::string prefix_;
-};
-
 // BackendBundle::connect_ordered for tcp: a TcpTransport of its own among
 // `ranks`, met under "ordered/<set_id>/" of this generation's store.
 Status connectOrderedLane(const Settings& settings, const TcpKeepalive& keep,
@@ -116,6 +99,7 @@ Status connectOrderedLane(const Settings& settings, const TcpKeepalive& keep,
   }
   transport->setProgressTimeout(settings.ordered_timeout_seconds);
   transport->setSpin(std::chrono::microseconds(settings.ordered_spin_us));
+  transport->setControlUnused();
   const TcpHierarchy members{hierarchy.allreduce, hierarchy.allgather,
                              hostIdsOf(hierarchy.host_of_rank, ranks)};
   out->backend = std::make_unique<TcpBackend>(

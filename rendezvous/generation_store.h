@@ -11,6 +11,7 @@
 // Threading: as the Store it wraps (one thread at a time).
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/store.h"
@@ -29,11 +30,10 @@ bool parseGenerationKey(const std::string& key, int* rank);
 // generation's number (0 for a rank's first init).
 Status enterNextGeneration(RendezvousClient& client, int rank, int* generation);
 
-// A view of `base` whose keys are prefixed with "gen/<generation>/".
-class GenerationStore : public Store {
+// A view of `base` whose keys are prefixed with `prefix`.
+class PrefixStore : public Store {
  public:
-  GenerationStore(Store& base, int generation)
-      : base_(base), prefix_("gen/" + std::to_string(generation) + "/") {}
+  PrefixStore(Store& base, std::string prefix) : base_(base), prefix_(std::move(prefix)) {}
   Status set(const std::string& key, const std::vector<uint8_t>& value) override {
     return base_.set(prefix_ + key, value);
   }
@@ -45,6 +45,13 @@ class GenerationStore : public Store {
  private:
   Store& base_;
   std::string prefix_;
+};
+
+// A view of `base` whose keys are prefixed with "gen/<generation>/".
+class GenerationStore : public PrefixStore {
+ public:
+  GenerationStore(Store& base, int generation)
+      : PrefixStore(base, "gen/" + std::to_string(generation) + "/") {}
 };
 
 }  // namespace tutti

@@ -27,7 +27,7 @@ void ControlChannel::startReading() {
 
 void ControlChannel::failed(int peer, const error_code& ec) {
   close(peer);
-  host_.linkFailed(peer, connectionLost(peer, ec));
+  if (failures_break_mesh_) host_.linkFailed(peer, connectionLost(peer, ec));
 }
 
 void ControlChannel::close(int peer) {

@@ -54,6 +54,9 @@ class ControlChannel {
   // none or the write failed.
   bool lastWords(int peer, const std::vector<uint8_t>& bytes);
   void stopWrites() { writes_stopped_ = true; }
+  // false: a failed or closed control connection is only closed here, not
+  // reported to the mesh (the ordered lane, which never uses the channel).
+  void setFailuresBreakMesh(bool on) { failures_break_mesh_ = on; }
   void close(int peer);
   void closeAll();
   bool anyOpen() const;
@@ -80,6 +83,7 @@ class ControlChannel {
   std::vector<Peer> peers_;  // by rank
   std::deque<ControlMessage> inbox_;
   bool writes_stopped_ = false;
+  bool failures_break_mesh_ = true;
 };
 
 }  // namespace tutti

@@ -318,7 +318,7 @@ bool TcpMesh::loseSilentPeer(Clock::time_point* until) {
 }
 
 bool TcpMesh::sendHeartbeats(Clock::time_point now) {
-  if (!broken_.isOk()) {
+  if (!broken_.isOk() || !heartbeats_) {
     next_beat_ = Clock::time_point::max();
     return false;
   }

@@ -62,6 +62,11 @@ class TcpMesh final : public LinkHost {
   void cancel(const Status& status);  // any thread
   void setProgressTimeout(double seconds) { progress_timeout_s_ = seconds; }
   void setSpin(std::chrono::microseconds spin) { spin_ = spin; }
+  // TcpTransport::setControlUnused.
+  void setControlUnused() {
+    heartbeats_ = false;
+    control_.setFailuresBreakMesh(false);
+  }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -165,6 +170,7 @@ class TcpMesh final : public LinkHost {
   Status cancel_status_;           // guarded by cancel_mu_
   double progress_timeout_s_ = 0;  // the stall watch's; <= 0: none
   Clock::duration spin_{};         // how long a wait polls before it sleeps
+  bool heartbeats_ = true;         // false: setControlUnused()
   Status broken_;
   // Shared memory: this rank's host identity ("" when TUTTI_SHM=off) and the
   // number of peers that use it.

@@ -62,6 +62,9 @@ void TcpTransport::setProgressTimeout(double seconds) {
 void TcpTransport::setSpin(std::chrono::microseconds spin) {
   impl_->setSpin(spin);
 }
+void TcpTransport::setControlUnused() {
+  impl_->setControlUnused();
+}
 int TcpTransport::sharedMemoryPeers() const {
   return impl_->shmPeers();
 }

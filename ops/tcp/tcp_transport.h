@@ -101,6 +101,12 @@ class TcpTransport : public Transport {
   // ordered lane sets TUTTI_ORDERED_SPIN_US. Only inside a wait: an idle
   // transport still uses no CPU. Before the first wait.
   void setSpin(std::chrono::microseconds spin);
+  // For a transport whose control channel is never used (the ordered lane:
+  // its peers' liveness is the negotiated lane's heartbeats): no heartbeats,
+  // and a control connection that fails or closes (a peer that finished its
+  // last op and shut down) does not break the data path, which still
+  // delivers what that peer sent. Before the first wait.
+  void setControlUnused();
 
   // Peers whose data goes through shared memory rather than TCP (same host,
   // TUTTI_SHM=auto on both; see ops/tcp/shm_channel.h). For tests and logs.

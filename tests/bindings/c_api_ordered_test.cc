@@ -39,15 +39,6 @@ TEST_F(CApiOrdered, DefaultIsNegotiatedAndOtherValuesAreRefused) {
   EXPECT_EQ(tutti_release(h), TUTTI_OK);
 }
 
-std::string handleMessage(tutti_handle h) {
-  int status = 0;
-  const size_t n = tutti_handle_message(h, &status, nullptr, 0);
-  std::string text(n + 1, '\0');
-  tutti_handle_message(h, &status, &text[0], text.size());
-  text.resize(n);
-  return text;
-}
-
 // 100 ordered sums of [r + i] (the last rank's 7 elements inline, 70000 not),
 // a barrier, then rank 0's 5 elements against rank 1's 6: TUTTI_ERR_MISMATCH
 // on both naming op #102; then an options struct of the size before

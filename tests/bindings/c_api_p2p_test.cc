@@ -48,15 +48,6 @@ TEST(CApiPointToPointUninitialized, NotInitialized) {
   EXPECT_EQ(tutti_recv_async(&t, 1, 0, nullptr, &h), TUTTI_ERR_NOT_INITIALIZED);
 }
 
-std::string handleMessage(tutti_handle h) {
-  int status = 0;
-  const size_t n = tutti_handle_message(h, &status, nullptr, 0);
-  std::string text(n + 1, '\0');
-  tutti_handle_message(h, &status, &text[0], text.size());
-  text.resize(n);
-  return text;
-}
-
 // Rank 0 sends 1000 float64 values with tag 3 and receives their doubles
 // back with tag 4; then a message whose receiver expects int32 fails on
 // both ranks with TUTTI_ERR_MISMATCH naming both dtypes.

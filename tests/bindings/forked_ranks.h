@@ -84,3 +84,13 @@ inline std::vector<int> runForkedRanks(int size, void (*child)(int rank, int por
   if (static_cast<int>(codes.size()) != size) return {};
   return codes;
 }
+
+// The completed op's message (tutti_handle_message), "" on success.
+inline std::string handleMessage(tutti_handle h) {
+  int status = 0;
+  const size_t n = tutti_handle_message(h, &status, nullptr, 0);
+  std::string text(n + 1, '\0');
+  tutti_handle_message(h, &status, &text[0], text.size());
+  text.resize(n);
+  return text;
+}

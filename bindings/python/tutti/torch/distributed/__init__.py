@@ -24,6 +24,7 @@ process_set_for = _backend.process_set_for
 
 _backend.register()
 _backend.hook_new_groups()
+_backend.hook_ddp_comm_hooks()
 _backend.prepare_tuttirun_env()
 
 __all__ = ["BACKEND", "ProcessGroupTutti", "TuttiHookState", "allreduce_hook", "process_set_for"]

@@ -146,6 +146,43 @@ def hook_new_groups() -> None:
     c10d._new_process_group_helper = helper  # noqa: SLF001
 
 
+def _tutti_ops_of(group: Any) -> Any:
+    """The tutti group object behind a torch group (None when not tutti's)."""
+    if isinstance(group, GroupClass):
+        return group
+    try:
+        backend = group._get_backend(torch.device("cpu"))  # noqa: SLF001 (torch 2.x)
+    except (AttributeError, RuntimeError):
+        return None
+    return backend if isinstance(backend, GroupClass) else None
+
+
+def hook_ddp_comm_hooks() -> None:
+    """A Python DDP comm hook (PowerSGD's, ...) may start collectives in
+    its futures' callbacks, whose order differs across ranks; the ordered
+    lane needs the same order. So registering one switches its groups (DDP's
+    and the hook state's process_group) to negotiated ops, matched by name,
+    on every rank alike (DDP registers hooks on every rank, before
+    training). C++ builtin hooks start no collective of their own."""
+    ddp = torch.nn.parallel.DistributedDataParallel
+    original = ddp.register_comm_hook
+    if getattr(original, "_tutti_hooked", False):
+        return
+
+    def register_comm_hook(self: Any, state: object, hook: Any) -> Any:
+        default = dist.group.WORLD if dist.is_initialized() else None
+        for group in (getattr(self, "process_group", None),
+                      getattr(state, "process_group", None) or default):
+            ops = _tutti_ops_of(group) if group is not None else None
+            if ops is not None:
+                ops.negotiate_by_name()
+        return original(self, state, hook)
+
+    setattr(register_comm_hook, "_tutti_hooked", True)  # noqa: B010
+    setattr(register_comm_hook, "__wrapped__", original)  # noqa: B010
+    ddp.register_comm_hook = register_comm_hook
+
+
 def ensure_joined(store: Any, rank: int, size: int) -> None:
     """tutti initialised as rank `rank` of `size` (see the module docstring).
     Raises RuntimeError when tutti already runs with other ranks."""

@@ -31,7 +31,7 @@ import os
 import struct
 import sys
 import threading
-from typing import Any, Optional, Set
+from typing import Any, Optional, Tuple
 
 from tutti import _library
 
@@ -348,7 +348,7 @@ class OpCompletion:
         return self._future
 
 
-_CALLBACK_FRAMES: Optional[Set[Any]] = None
+_CALLBACK_FRAMES: Optional[Tuple[Any, ...]] = None
 
 
 def in_future_callback():
@@ -363,12 +363,16 @@ def in_future_callback():
     if _CALLBACK_FRAMES is None:
         import torch
 
-        _CALLBACK_FRAMES = {torch.futures.Future.then.__code__,
+        _CALLBACK_FRAMES = (torch.futures.Future.then.__code__,
                             torch.futures.Future.add_done_callback.__code__,
-                            OpCompletion._compute.__code__}
+                            OpCompletion._compute.__code__)
+    first, second, third = _CALLBACK_FRAMES
     frame = sys._getframe(1)
     while frame is not None:  # the whole stack: autograd's and DDP's are deep
-        if frame.f_code in _CALLBACK_FRAMES:
+        # Compared by identity: under torch.compile a frame's f_code may be
+        # an object that cannot be hashed.
+        code = frame.f_code
+        if code is first or code is second or code is third:
             return True
         frame = frame.f_back
     return False

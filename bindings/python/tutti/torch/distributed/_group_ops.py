@@ -175,6 +175,14 @@ class GroupOps:
         backend = _library.function("tutti_backend")()
         compression = os.environ.get("TUTTI_COMPRESSION", "none").strip().lower()
         self._lane = backend in (b"tcp", b"nccl") and compression in ("", "none")
+        self._by_name = False  # negotiate_by_name()
+
+    def negotiate_by_name(self):
+        """From now on this group's ops are negotiated by name, not ordered
+        (a Python DDP comm hook was registered on it:
+        _backend.hook_ddp_comm_hooks). Every rank switches at the same point
+        of the group's ops."""
+        self._by_name = True
 
     def getBackendName(self):  # noqa: N802 (torch's name)
         return "tutti"
@@ -218,7 +226,7 @@ class GroupOps:
         # torch's contract, the same order on every rank, holds for ops its
         # callers issue; not for those that future callbacks (comm hooks)
         # issue, whichever thread runs them: those are negotiated by name.
-        ordered = not in_future_callback()
+        ordered = not self._by_name and not in_future_callback()
         if ordered and self._lane and all(t.device.type == "cpu" for t in tensors):
             name, previous, done = signature, None, None  # the ordered lane numbers them
         else:
