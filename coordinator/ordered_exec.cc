@@ -12,17 +12,14 @@ namespace tutti {
 
 namespace {
 
-bool uncompressed(const Request& r) {
-  return r.compression.empty() || r.compression == "none";
-}
-
 // Whether this rank's op may carry its data in its signature block, by its
-// own request (every member decides alike when the requests agree).
+// own request (every member decides alike when the requests agree). CUDA,
+// Adasum and compressed ops never reach the lane
+// (RuntimeImpl::takesOrderedLane).
 bool inlineKind(const Request& r) {
-  if (!r.error.empty() || r.device != DeviceType::kCpu) return false;
+  if (!r.error.empty()) return false;
   switch (r.type) {
     case OpType::kAllreduce:
-      return r.prescale == 1.0 && r.reduce_op != ReduceOp::kAdasum && uncompressed(r);
     case OpType::kReducescatter:
       return r.prescale == 1.0;
     case OpType::kAllgather:

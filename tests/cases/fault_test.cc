@@ -120,6 +120,18 @@ TEST_P(PeerLostTest, SurvivorsFailWithPeerLostNamingTheRankAndExitCleanly) {
   }
 }
 
+// Every rank but `victim` exited 0 within twice the peer timeout of the kill.
+void expectSurvivorsExitCleanly(const std::vector<ProcessResult>& results, int victim) {
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.describe());
+    EXPECT_FALSE(r.timed_out);
+    if (r.rank == victim) continue;
+    EXPECT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_LE(r.seconds_after_kill, 2 * kPeerTimeoutSeconds + 5);
+  }
+}
+
 // A member of a process set is SIGKILLed while the other members wait in the
 // set's allreduce: they fail with peer lost naming it, as does the rank
 // outside the set (a lost peer ends the job's every set).
@@ -154,15 +166,7 @@ TEST(PeerLostTest, SetMembersFailWithPeerLostNamingTheRank) {
     self.check(st.code() == StatusCode::kPeerLost, "expected 'peer lost', got " + st.toString());
     self.check(namesRank(st.message(), kVictim), "message does not name rank 2: " + st.message());
   };
-  const auto results = runProcessRanks(kSize, body, options, plan);
-  for (const auto& r : results) {
-    SCOPED_TRACE(r.describe());
-    EXPECT_FALSE(r.timed_out);
-    if (r.rank == kVictim) continue;
-    EXPECT_TRUE(r.exited);
-    EXPECT_EQ(r.exit_code, 0);
-    EXPECT_LE(r.seconds_after_kill, 2 * kPeerTimeoutSeconds + 5);
-  }
+  expectSurvivorsExitCleanly(runProcessRanks(kSize, body, options, plan), kVictim);
 }
 
 // A point-to-point message (coordinator/point_to_point.h) whose sender dies.
@@ -238,15 +242,7 @@ TEST(PeerLostTest, OrderedOpsFailWithPeerLostNamingTheRank) {
     self.check(st.code() == StatusCode::kPeerLost, "expected 'peer lost', got " + st.toString());
     self.check(namesRank(st.message(), kVictim), "message does not name rank 1: " + st.message());
   };
-  const auto results = runProcessRanks(kSize, body, options, plan);
-  for (const auto& r : results) {
-    SCOPED_TRACE(r.describe());
-    EXPECT_FALSE(r.timed_out);
-    if (r.rank == kVictim) continue;
-    EXPECT_TRUE(r.exited);
-    EXPECT_EQ(r.exit_code, 0);
-    EXPECT_LE(r.seconds_after_kill, 2 * kPeerTimeoutSeconds + 5);
-  }
+  expectSurvivorsExitCleanly(runProcessRanks(kSize, body, options, plan), kVictim);
 }
 
 std::string killName(const ::testing::TestParamInfo<KillParam>& info) {
