@@ -251,3 +251,26 @@ def test_bad_arguments_fail_at_once(dtype):
         hvd.alltoall(tf.ones([2], dtype=dtype), splits=[5] * hvd.size())
     with pytest.raises(ValueError, match="op="):
         hvd.allreduce(tf.ones([1]), op=42)
+
+
+def test_unregistered_process_set_is_a_value_error_when_the_op_is_built():
+    fake = hvd.ProcessSet([0])
+    fake.process_set_id = 10  # as Horovod's test: never registered
+    x = tf.ones([4])
+    builders = [lambda ps: hvd.allreduce(x, process_set=ps),
+                lambda ps: hvd.grouped_allreduce([x, x], process_set=ps),
+                lambda ps: hvd.allgather(x, process_set=ps),
+                lambda ps: hvd.broadcast(x, 0, process_set=ps),
+                lambda ps: hvd.alltoall(x, process_set=ps),
+                lambda ps: hvd.reducescatter(x, process_set=ps),
+                lambda ps: hvd.barrier(process_set=ps)]
+    for build in builders:
+        with pytest.raises(ValueError, match="process_set_id 10"):
+            build(fake)  # eagerly
+        with pytest.raises(ValueError, match="process_set_id 10"):
+            tf.function(lambda: build(fake)).get_concrete_function()  # while tracing
+    removed = hvd.add_process_set([0])
+    hvd.remove_process_set(removed)
+    with pytest.raises(ValueError, match="not registered"):
+        hvd.allreduce(x, process_set=removed)
+    assert float(hvd.allreduce(x, op=hvd.Sum).numpy()[0]) == hvd.size()  # nothing was enqueued

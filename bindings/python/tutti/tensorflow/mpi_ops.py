@@ -18,7 +18,9 @@ program order: every rank must issue them in the same order.
 
 Errors are TensorFlow errors, with tutti's message: a shape or dtype that
 differs across ranks is tf.errors.FailedPreconditionError on every rank,
-naming the tensor (as Horovod's); a bad argument InvalidArgumentError; a lost
+naming the tensor (as Horovod's); a process set that is not registered
+ValueError when the op is built (eagerly or while tracing, as Horovod's);
+a bad argument InvalidArgumentError; a lost
 peer UnavailableError within TUTTI_TIMEOUT_SECONDS; a shutdown AbortedError;
 a stall DeadlineExceededError; not initialised FailedPreconditionError.
 Inside a tf.function TensorFlow reports the UnavailableError and
@@ -80,8 +82,28 @@ def _default_name(prefix, tensors):
 
 
 def _set_id(process_set):
-    """The set's id; InvalidArgumentError (a ValueError) for an unregistered one."""
-    return _process_sets.process_set_id(process_set)
+    """The set's id, checked when the op is built, as Horovod's: ValueError for
+    anything but a registered set (never added, removed, from before a shutdown,
+    or a process_set_id set by hand that no registered set of these ranks has).
+    A plain ValueError: autograph re-raises only built-in classes as they are,
+    so that tf.function's tracing raises ValueError too."""
+    try:
+        ps_id = _process_sets.process_set_id(process_set)
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+    if ps_id == 0:
+        return 0
+    try:
+        registered = _process_sets.process_set_by_id(ps_id)
+    except ValueError:
+        registered = None
+    if registered is None or list(registered.ranks) != list(process_set.ranks):
+        known = [ps.process_set_id for ps in _process_sets.process_sets()]
+        raise ValueError(
+            "process_set %s has process_set_id %d, which is not the id of a registered set of "
+            "these ranks (registered ids: %s); pass a set from hvd.add_process_set() or "
+            "init(process_sets=[...])" % (process_set, ps_id, known))
+    return ps_id
 
 
 def _set_of(process_set_id):
