@@ -69,11 +69,19 @@ def test_mismatched_message_errors_on_both_ranks():
     dist.barrier()
 
 
-def test_recv_without_src_names_itself():
+def test_recv_without_src_takes_a_message_from_any_rank():
+    """Every other rank sends to rank 0, which receives without src: recv
+    returns each sender once (test_torch_distributed_gloo compares with gloo)."""
     needs_pair()
-    if dist.get_rank() == 0:
-        with pytest.raises(RuntimeError, match="recv without src"):
-            dist.recv(torch.zeros(1))
+    rank, size = rank_size()
+    if rank != 0:
+        dist.send(torch.tensor([rank]), dst=0, tag=4)
+    else:
+        got = []
+        for _ in range(size - 1):
+            t = torch.zeros(1, dtype=torch.int64)
+            got.append((dist.recv(t, tag=4), t.item()))
+        assert sorted(got) == [(r, r) for r in range(1, size)]
     dist.barrier()
 
 

@@ -75,13 +75,13 @@ def test_tensor_collectives_in_a_coalescing_manager():
 def test_all_gather_coalesced_lists():
     rank, size = rank_size()
     ins = [torch.tensor([rank, rank + 100]), torch.tensor([[rank * 2]])]
-    outs = [[torch.empty(2, dtype=torch.int64) for _ in range(size)],
-            [torch.empty(1, 1, dtype=torch.int64) for _ in range(size)]]
+    outs = [[torch.empty(2, dtype=torch.int64), torch.empty(1, 1, dtype=torch.int64)]
+            for _ in range(size)]  # torch's layout: per rank, then per input
     group = dist.group.WORLD
     work = group.allgather_coalesced(outs, ins)
     work.wait()
-    assert [o.tolist() for o in outs[0]] == [[r, r + 100] for r in range(size)]
-    assert [o.tolist() for o in outs[1]] == [[[2 * r]] for r in range(size)]
+    assert [[o.tolist() for o in per_rank] for per_rank in outs] == [
+        [[r, r + 100], [[2 * r]]] for r in range(size)]
 
 
 def test_all_to_all_single_uneven_splits():
@@ -157,8 +157,7 @@ def test_work_api():
     assert work.wait(timeout=datetime.timedelta(seconds=60))
     assert work.get_future().done()
     assert work.get_future().value()[0].tolist() == [float(sum(range(size)))] * 3
-    if not TORCH2:  # torch 2.x forwards only wait() and get_future() of a Python Work
-        assert work.is_completed() and work.is_success()
+    assert work.is_completed() and work.is_success() and work.exception() is None
 
 
 def test_work_wait_timeout_raises_and_the_op_goes_on():

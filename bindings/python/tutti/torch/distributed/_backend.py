@@ -29,6 +29,7 @@ import torch.distributed.distributed_c10d as c10d
 
 from tutti import basics, process_sets
 from tutti.torch import _torchrun, functions
+from tutti.torch.distributed._work import see_through_works
 from tutti.torch.distributed.process_group import ProcessGroupTutti
 
 BACKEND = "tutti"
@@ -214,10 +215,12 @@ def _create(opts: Any, pg_options: Any = None) -> Any:
 
 def register() -> None:
     """Registers "tutti" with torch.distributed once per process (with its
-    device types where torch takes them)."""
+    device types where torch takes them; there torch's ProcessGroup also
+    hands its Python callers the backend's own Work: _work.py)."""
     if BACKEND.upper() in dist.Backend._plugins:  # noqa: SLF001 (torch's registry)
         return
     if uses_c10d_backend():
+        see_through_works()
         dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=DEVICES)
     else:
         dist.Backend.register_backend(BACKEND, _create, extended_api=True)

@@ -13,6 +13,9 @@ How each op maps onto tutti (one tutti op each):
   reduction, so every rank's tensor is allgathered and folded locally in
   rank order (exact; size() times the bytes of an allreduce).
 - all_reduce_coalesced: one grouped allreduce.
+- all_reduce of a sparse COO tensor (SUM, as gloo's; AVG too): tutti.torch's
+  sparse allreduce (every rank's indices and values allgathered), coalesced
+  into the tensor as gloo does.
 - reduce: an allreduce whose result only the root keeps.
 - all_gather, all_gather_into_tensor: a tutti allgather of the flattened input;
   their coalesced forms: one allgather of the inputs concatenated.
@@ -38,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 from tutti import _library
-from tutti.torch import _async_ops, _core, _handles, ops
+from tutti.torch import _async_ops, _core, _handles, ops, sparse
 
 _R = dist.ReduceOp.RedOpType
 _ARITHMETIC = {_R.SUM: ops.Sum, _R.AVG: ops.Average, _R.MIN: ops.Min, _R.MAX: ops.Max,
@@ -141,6 +144,23 @@ def allreduce(tensor, red):
                                                    prescale_factor=red.prescale,
                                                    process_set=ps)),
             lambda result: tensor)
+
+
+def allreduce_sparse(tensor, red):
+    """all_reduce of a sparse COO tensor: the coalesced sum (or average) of
+    every rank's tensor replaces it, as gloo's (which takes SUM only)."""
+    if red.bitwise or red.op not in (ops.Sum, ops.Average) or red.prescale != 1.0:
+        raise RuntimeError("tutti backend: all_reduce of a sparse tensor takes SUM or AVG; got "
+                           "%s" % ("PREMUL_SUM" if red.prescale != 1.0 else red.op))
+
+    def finish(result):
+        with torch.no_grad():
+            tensor.copy_(result.coalesce())
+        return tensor
+
+    return ((lambda name, ps: sparse.sparse_allreduce_async(tensor, name=name, op=red.op,
+                                                            process_set=ps)),
+            finish)
 
 
 def allreduce_coalesced(tensors, red):

@@ -2,8 +2,10 @@
 (process_group.py) and torch 2.x's BackendTutti (backend.py).
 
 GroupOps is a mixin: the class that uses it is also a torch class (a
-ProcessGroup on 1.x, a c10d Backend on 2.x) and provides _work(completion),
-which turns the op's torch.futures.Future into the Work returned to torch.
+ProcessGroup on 1.x, a c10d Backend on 2.x) and provides
+_work(completion, opts=None, source=None), which turns the op (an
+OpCompletion, or a PendingRecv) into the Work returned to torch (_work.py;
+source: a recv's sender, a group rank or a callable giving it).
 
 Names. Every op enqueues exactly one tutti op, named
 "torch.<group>.<kind>.<dtype>.<elements>#<k>": the op's kind and what every
@@ -54,6 +56,7 @@ from tutti import _library
 from tutti.torch import _core, ops
 from tutti.torch.distributed import _collectives as col
 from tutti.torch.distributed import _p2p
+from tutti.torch.distributed._anysource import AnySource
 from tutti.torch.distributed._completion import OpCompletion, in_future_callback
 from tutti.torch.distributed._monitored_barrier import MonitoredBarrier
 
@@ -72,64 +75,6 @@ def called_from_python_api():
     while frame is not None and frame.f_code.co_filename in _OWN_FILES:
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.endswith(_C10D_PY)
-
-
-class FutureWork(dist.Work):
-    """A Work over one op (an OpCompletion) whose wait() runs the op on the
-    waiting thread and raises its error (torch's future-wrapping Work does
-    not: dist.all_reduce(t) would ignore a failed op). timeout in
-    wait(timeout): a datetime.timedelta or seconds; past it wait() raises
-    RuntimeError naming the timeout (the op goes on; tutti's own deadlines
-    end it). get_future() is the op's torch future."""
-
-    def __init__(self, completion):
-        super().__init__()
-        self._completion = completion
-
-    def wait(self, timeout=None):
-        seconds = _seconds(timeout)
-        if seconds is not None and seconds > 0 and not self._completion.done():
-            done = threading.Event()
-            self._completion.future().add_done_callback(lambda _: done.set())
-            if not done.wait(seconds):
-                raise RuntimeError("tutti backend: Work.wait(timeout=%.3f s) timed out; the op "
-                                   "has not completed" % seconds)
-        self._completion.run_here()  # raises the op's error
-        return True
-
-    def get_future(self):
-        return self._completion.future()
-
-    def is_completed(self):
-        return self._completion.done()
-
-    def is_success(self):
-        return self._completion.done() and self.exception() is None
-
-    def exception(self):
-        """The op's error once it failed (torch's Work.exception()), else None."""
-        if not self._completion.done():
-            return None
-        try:
-            self._completion.run_here()
-        except Exception as e:  # noqa: BLE001 (failed: that is the answer)
-            return e
-        return None
-
-    def result(self):
-        return self._completion.run_here()
-
-    def synchronize(self):
-        self._completion.run_here()
-
-
-def _seconds(timeout):
-    """Work.wait's timeout in seconds (None or <= 0: no limit)."""
-    if timeout is None:
-        return None
-    if hasattr(timeout, "total_seconds"):
-        return timeout.total_seconds()
-    return float(timeout)
 
 
 def _sig(kind, *tensors, count=True):
@@ -163,6 +108,7 @@ class GroupOps:
 
     def _setup(self, process_set, group_id, error=None, store=None):
         self._monitor = MonitoredBarrier(store, self.rank(), self.size())
+        self._any_source = AnySource(store, self.rank(), self.size())
         self._process_set = process_set
         self._group_id = group_id or "world"
         self._error = error
@@ -259,8 +205,16 @@ class GroupOps:
 
     def allreduce(self, tensors, opts=None):
         t = col.one_tensor(tensors, "all_reduce")
+        if t.is_sparse:
+            return self.allreduce_sparse(tensors, opts)
         start, finish = col.allreduce(t, _reduce_op(opts, "all_reduce"))
         return self._run(_sig("allreduce", t), [t], start, lambda r: [finish(r)], opts)
+
+    def allreduce_sparse(self, tensors, opts=None):
+        t = col.one_tensor(tensors, "all_reduce")
+        start, finish = col.allreduce_sparse(t, _reduce_op(opts, "all_reduce"))
+        return self._run(_sig("allreduce_sparse", t, count=False), [t], start,
+                         lambda r: [finish(r)], opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         red = _reduce_op(opts, "all_reduce_coalesced")
@@ -321,16 +275,23 @@ class GroupOps:
         return self._run(_sig("allgather_coalesced", *inputs), list(inputs), start, finish, opts)
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
-        for outs in output_lists:
-            col.check_count(outs, self.size(), "all_gather_coalesced", "output tensors per input")
+        """torch's layout (gloo's): output_lists[r][k] gets rank r's input_list[k]."""
+        col.check_count(output_lists, self.size(), "all_gather_coalesced", "output lists")
+        for r, outs in enumerate(output_lists):
+            if len(outs) != len(input_list):
+                raise RuntimeError("tutti backend: all_gather_coalesced output list %d holds %d "
+                                   "tensors; expected one per input (%d)"
+                                   % (r, len(outs), len(input_list)))
+            for k, (out, inp) in enumerate(zip(outs, input_list)):
+                col.check_numel(out, inp.numel(), "all_gather_coalesced output [%d][%d]" % (r, k))
         flat_outs = [torch.empty([self.size() * t.numel()], dtype=t.dtype, device=t.device)
                      for t in input_list]
         start, finish = col.allgather_coalesced(flat_outs, list(input_list), self.size())
 
         def split(result):
-            for outs, flat in zip(output_lists, finish(result)):
-                for out, part in zip(outs, flat.chunk(self.size())):
-                    out.copy_(part.view(out.shape))
+            for k, flat in enumerate(finish(result)):
+                for outs, part in zip(output_lists, flat.chunk(self.size())):
+                    outs[k].copy_(part.view(outs[k].shape))
             return [t for outs in output_lists for t in outs]
 
         return self._run(_sig("allgather_coalesced", *input_list), list(input_list), start, split,
@@ -383,7 +344,8 @@ class GroupOps:
         return self._work(_p2p.send(self, tensors, dst, tag))
 
     def recv(self, tensors, src, tag=0):
-        return self._work(_p2p.recv(self, tensors, src, tag))
+        return self._work(_p2p.recv(self, tensors, src, tag), source=src)
 
     def recv_anysource(self, tensors, tag=0):
-        _p2p.recv_anysource()
+        pending = _p2p.recv_anysource(self, tensors, tag)
+        return self._work(pending, source=pending.source)

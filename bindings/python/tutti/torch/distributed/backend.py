@@ -8,7 +8,8 @@ it dispatches every collective (from Python and from C++) to this object per
 device type ("cpu", and "cuda" when tutti is built with CUDA). A blocking
 call raises the op's error; an asynchronous one returns a FutureWork (a
 Python Work whose wait() raises it; torch 2.x keeps the Python object alive
-while C++ holds it); see _work.
+while C++ holds it), which torch's Python callers get as it is
+(_work.see_through_works).
 
 torch renamed some Backend methods over 2.x; both names are served:
 _allgather_base / all_gather_single, _reduce_scatter_base /
@@ -16,14 +17,14 @@ reduce_scatter_single, alltoall_base / all_to_all_single,
 allgather_into_tensor_coalesced / all_gather_single_coalesced,
 reduce_scatter_tensor_coalesced / reduce_scatter_single_coalesced.
 
-Not supported (RuntimeError naming the op): recv_anysource, splitting
-(supports_splitting is False: torch then creates subgroups with new_group,
-which registers their tutti process sets).
+Not supported: splitting (supports_splitting is False: torch then creates
+subgroups with new_group, which registers their tutti process sets).
 """
 
 import torch
 
-from tutti.torch.distributed._group_ops import FutureWork, GroupOps
+from tutti.torch.distributed._group_ops import GroupOps
+from tutti.torch.distributed._work import FutureWork, hand_over
 
 
 class BackendTutti(GroupOps, torch._C._distributed_c10d.Backend):
@@ -35,19 +36,20 @@ class BackendTutti(GroupOps, torch._C._distributed_c10d.Backend):
         super().__init__(rank, size)
         self._setup(process_set, group_id, error, store)
 
-    def _work(self, completion, opts=None):
+    def _work(self, completion, opts=None, source=None):
         """A blocking call (opts.asyncOp False: dist.all_reduce(t) and the like)
         waits here and raises the op's error; torch gets a completed Work. An
-        asynchronous one (async_op=True, DDP's reducer, FSDP2, functional
-        collectives) gets a FutureWork: its wait() raises the op's error and
-        takes a timeout, get_future() is the op's future. torch 2.x forwards
-        only wait() and get_future() of a Python Work, so is_completed(),
-        is_success() and exception() of such a Work are torch's defaults
-        (False, False, None): poll work.get_future().done() instead."""
+        asynchronous one (async_op=True, isend/irecv, DDP's reducer, FSDP2,
+        functional collectives) gets a FutureWork: its wait() raises the op's
+        error and takes a timeout, get_future() is the op's future. torch's
+        C++ holder of a Python Work forwards only wait() and get_future(), so
+        the FutureWork is also handed to torch's Python callers directly
+        (_work.hand_over, see_through_works): is_completed(), exception(),
+        _source_rank() answer as gloo's."""
         if opts is not None and getattr(opts, "asyncOp", True) is False:
             completion.run_here()  # runs the op on this thread; raises its error
             return torch._C._distributed_c10d._create_work_from_future(completion.future())
-        return FutureWork(completion)
+        return hand_over(FutureWork(completion, source))
 
     # torch 2.x's names for the same collectives
     all_gather_single = GroupOps._allgather_base

@@ -18,7 +18,8 @@ freed while C++ still holds it.
 import torch
 import torch.distributed as dist
 
-from tutti.torch.distributed._group_ops import FutureWork, GroupOps, called_from_python_api
+from tutti.torch.distributed._group_ops import GroupOps, called_from_python_api
+from tutti.torch.distributed._work import FutureWork
 
 
 class ProcessGroupTutti(GroupOps, dist.ProcessGroup):
@@ -33,7 +34,7 @@ class ProcessGroupTutti(GroupOps, dist.ProcessGroup):
         super().__init__(rank, size)
         self._setup(process_set, group_id, error, store)
 
-    def _work(self, completion, opts=None):
+    def _work(self, completion, opts=None, source=None):
         if called_from_python_api():
-            return FutureWork(completion)
+            return FutureWork(completion, source)
         return torch._C._distributed_c10d._create_work_from_future(completion.future())
