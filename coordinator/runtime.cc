@@ -292,19 +292,38 @@ Status RuntimeImpl::pointToPoint(OpType type, const TensorView& tensor, int peer
 
 // -------------------------------------------------------------------- Runtime
 
-Status Runtime::create(const Settings& settings, std::unique_ptr<Runtime>* out) {
+namespace {
+
+Status checkCreateArguments(const Settings& settings, const std::unique_ptr<Runtime>* out) {
   if (out == nullptr) return Status::invalidArgument("Runtime::create: out must not be null");
   if (settings.size < 1 || settings.rank < 0 || settings.rank >= settings.size) {
     return Status::invalidArgument("rank " + std::to_string(settings.rank) +
                                    " is out of range for size " + std::to_string(settings.size) +
                                    " (TUTTI_RANK must be in [0, TUTTI_SIZE - 1])");
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Runtime::create(const Settings& settings, std::unique_ptr<Runtime>* out) {
+  TUTTI_RETURN_IF_ERROR(checkCreateArguments(settings, out));
   LogLevel level;
   if (parseLogLevel(settings.log_level, &level)) setLogLevel(level);
   BackendBundle bundle;
   TUTTI_RETURN_IF_ERROR(connectBackend(settings, &bundle));
   if (!bundle.transport || !bundle.backend) {
     return Status::internal("connectBackend returned no transport or backend");
+  }
+  return createConnected(settings, std::move(bundle), out);
+}
+
+Status Runtime::createConnected(const Settings& settings, BackendBundle bundle,
+                                std::unique_ptr<Runtime>* out) {
+  TUTTI_RETURN_IF_ERROR(checkCreateArguments(settings, out));
+  if (!bundle.transport || !bundle.backend) {
+    return Status::invalidArgument(
+        "Runtime::createConnected: the bundle has no transport or backend");
   }
   // The backend may know the placement better than the environment (mpi:
   // local and cross ranks come from MPI's communicators).

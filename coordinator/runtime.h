@@ -91,6 +91,7 @@ struct OpOptions {
 };
 
 class RuntimeImpl;
+struct BackendBundle;  // ops/backend_registry.h
 
 class Runtime {
  public:
@@ -98,6 +99,14 @@ class Runtime {
   // thread. Blocks until every rank is connected or TUTTI_TIMEOUT_SECONDS
   // passed (kTimeout naming the ranks that never arrived).
   static Status create(const Settings& settings, std::unique_ptr<Runtime>* out);
+  // Starts a runtime over a bundle that is already connected (transport and
+  // backend non-null, of settings.size ranks, this one settings.rank): for
+  // harnesses that bring their own transport (bench/scale runs 1,024 ranks
+  // as threads over tests/support/memory_transport.h). Never blocks on
+  // peers. Errors: kInvalidArgument (rank/size out of range, a bundle
+  // without transport or backend), or the timeline's.
+  static Status createConnected(const Settings& settings, BackendBundle bundle,
+                                std::unique_ptr<Runtime>* out);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

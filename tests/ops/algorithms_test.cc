@@ -415,5 +415,25 @@ TEST(MemoryTransportTest, ControlChannelDeliversAndWakes) {
   });
 }
 
+TEST(MemoryTransportTest, AClosedControlPeerIsLostAfterItsLastMessage) {
+  MemoryWorld world(3);
+  world.run([&](MemoryTransport& tr) {
+    if (tr.rank() == 2) {
+      ASSERT_TRUE(tr.sendControl(0, {7}).isOk());
+      tr.close();
+      return;
+    }
+    if (tr.rank() == 1) return;  // rank 1 stays open
+    const auto deadline = Transport::Clock::now() + std::chrono::seconds(10);
+    std::vector<ControlMessage> got;
+    ASSERT_TRUE(tr.pollControl(deadline, &got).isOk());
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].from_rank, 2);
+    const Status st = tr.pollControl(deadline, &got);
+    EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.toString();
+    EXPECT_EQ(st.lostRank(), 2);
+  });
+}
+
 }  // namespace
 }  // namespace tutti

@@ -11,11 +11,13 @@ namespace tutti::testing {
 MemoryWorld::MemoryWorld(int size, std::chrono::milliseconds op_timeout)
     : size_(size),
       op_timeout_(op_timeout),
+      cvs_(std::make_unique<std::condition_variable[]>(static_cast<size_t>(size))),
       channels_(static_cast<size_t>(size) * size),
       pending_(size),
       next_id_(size, 1),
       control_(size),
-      woken_(size, false) {
+      woken_(size, false),
+      closed_(size, false) {
   TUTTI_CHECK_LT(0, size);
   for (int r = 0; r < size; ++r) transports_.push_back(std::make_unique<MemoryTransport>(*this, r));
 }
@@ -26,7 +28,14 @@ void MemoryWorld::run(const std::function<void(MemoryTransport&)>& fn) {
   for (std::thread& t : threads) t.join();
 }
 
-void MemoryWorld::matchLocked(Channel& ch) {
+MemoryWorld::Channel& MemoryWorld::channel(int from, int to) {
+  std::unique_ptr<Channel>& ch = channels_[static_cast<size_t>(from) * size_ + to];
+  if (!ch) ch = std::make_unique<Channel>();
+  return *ch;
+}
+
+void MemoryWorld::matchLocked(int from, int to) {
+  Channel& ch = channel(from, to);
   while (!ch.sends.empty() && !ch.recvs.empty()) {
     std::shared_ptr<Op> s = ch.sends.front();
     std::shared_ptr<Op> r = ch.recvs.front();
@@ -44,13 +53,15 @@ void MemoryWorld::matchLocked(Channel& ch) {
     if (s->bytes > 0) std::memcpy(r->recv_data, s->send_data, s->bytes);
     s->done = r->done = true;
   }
-  cv_.notify_all();
+  cvs_[from].notify_all();
+  cvs_[to].notify_all();
 }
 
 void MemoryWorld::breakLocked(const Status& status) {
   if (broken_.isOk()) broken_ = status;
-  for (Channel& ch : channels_) {
-    for (auto* q : {&ch.sends, &ch.recvs}) {
+  for (std::unique_ptr<Channel>& ch : channels_) {
+    if (!ch) continue;
+    for (auto* q : {&ch->sends, &ch->recvs}) {
       for (auto& op : *q) {
         op->done = true;
         op->status = broken_;
@@ -58,7 +69,7 @@ void MemoryWorld::breakLocked(const Status& status) {
       q->clear();
     }
   }
-  cv_.notify_all();
+  for (int r = 0; r < size_; ++r) cvs_[r].notify_all();
 }
 
 int MemoryTransport::size() const {
@@ -92,9 +103,11 @@ Transport::OpId MemoryTransport::post(bool send, int peer, const void* send_data
     return id;
   }
   // A send queues on the (this rank -> peer) channel, a receive on (peer -> this rank).
-  MemoryWorld::Channel& ch = send ? world_.channel(rank_, peer) : world_.channel(peer, rank_);
+  const int from = send ? rank_ : peer;
+  const int to = send ? peer : rank_;
+  MemoryWorld::Channel& ch = world_.channel(from, to);
   (send ? ch.sends : ch.recvs).push_back(op);
-  world_.matchLocked(ch);
+  world_.matchLocked(from, to);
   return id;
 }
 
@@ -108,7 +121,7 @@ Status MemoryTransport::wait(OpId id) {
   }
   std::shared_ptr<MemoryWorld::Op> op = it->second;
   const auto deadline = Clock::now() + world_.op_timeout_;
-  if (!world_.cv_.wait_until(lock, deadline, [&] { return op->done; })) {
+  if (!world_.cvs_[rank_].wait_until(lock, deadline, [&] { return op->done; })) {
     std::ostringstream msg;
     msg << "memory transport: rank " << rank_ << " op " << id << " (" << op->bytes
         << " bytes) did not complete within " << world_.op_timeout_.count() << " ms";
@@ -138,17 +151,25 @@ Status MemoryTransport::sendControl(int peer, std::vector<uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(world_.mu_);
   if (!world_.broken_.isOk()) return world_.broken_;
   world_.control_[peer].push_back(ControlMessage{rank_, std::move(bytes)});
-  world_.cv_.notify_all();
+  world_.cvs_[peer].notify_all();
   return Status::ok();
 }
 
 Status MemoryTransport::pollControl(Clock::time_point deadline, std::vector<ControlMessage>* out) {
   std::unique_lock<std::mutex> lock(world_.mu_);
   auto& queue = world_.control_[rank_];
-  world_.cv_.wait_until(lock, deadline, [&] {
-    return !queue.empty() || world_.woken_[rank_] || !world_.broken_.isOk();
+  world_.cvs_[rank_].wait_until(lock, deadline, [&] {
+    return !queue.empty() || world_.woken_[rank_] || !world_.broken_.isOk() ||
+           world_.closedControlPeerLocked(rank_) >= 0;
   });
   world_.woken_[rank_] = false;
+  if (queue.empty() && world_.broken_.isOk()) {
+    const int closed = world_.closedControlPeerLocked(rank_);
+    if (closed >= 0) {
+      return Status::peerLost(
+          closed, "memory transport: rank " + std::to_string(closed) + " closed its connection");
+    }
+  }
   while (!queue.empty()) {
     out->push_back(std::move(queue.front()));
     queue.pop_front();
@@ -156,10 +177,29 @@ Status MemoryTransport::pollControl(Clock::time_point deadline, std::vector<Cont
   return world_.broken_;
 }
 
+void MemoryTransport::close() {
+  std::lock_guard<std::mutex> lock(world_.mu_);
+  if (world_.closed_[rank_]) return;
+  world_.closed_[rank_] = true;
+  ++world_.closed_count_;
+  const int first = rank_ == 0 ? 1 : 0;
+  const int last = rank_ == 0 ? world_.size_ : 1;
+  for (int peer = first; peer < last; ++peer) world_.cvs_[peer].notify_all();
+}
+
+int MemoryWorld::closedControlPeerLocked(int rank) const {
+  if (rank != 0) return closed_[0] ? 0 : -1;
+  if (closed_count_ == 0 || (closed_count_ == 1 && closed_[0])) return -1;
+  for (int peer = 1; peer < size_; ++peer) {
+    if (closed_[peer]) return peer;
+  }
+  return -1;
+}
+
 void MemoryTransport::wake() {
   std::lock_guard<std::mutex> lock(world_.mu_);
   world_.woken_[rank_] = true;
-  world_.cv_.notify_all();
+  world_.cvs_[rank_].notify_all();
 }
 
 }  // namespace tutti::testing

@@ -1,8 +1,11 @@
 #pragma once
 
-// An in-process Transport for tests: N ranks run as threads of one process
-// and exchange bytes through shared mailboxes (one mutex + condition variable
-// for the whole world; waits sleep on it, nothing spins).
+// An in-process Transport for tests and bench/scale: N ranks run as threads
+// of one process and exchange bytes through shared mailboxes (one mutex for
+// the whole world and one condition variable per rank, notified only for
+// what concerns that rank; waits sleep on it, nothing spins). Channels are
+// allocated on first use, so a world of 1,024 ranks that only exchanges
+// control messages costs O(N) memory, not O(N^2).
 //
 // Semantics are deliberately strict so algorithm bugs show up:
 // - a send completes only when the matching receive has copied it
@@ -49,6 +52,10 @@ class MemoryTransport : public Transport {
 
   // Number of data messages this rank posted (tests check "sends nothing").
   size_t postedOps() const { return posted_; }
+  // This rank hung up (as a closed tcp connection): once their control
+  // queue is empty, its control peers' pollControl() returns kPeerLost
+  // naming it (a worker's control peer is rank 0; rank 0's are the workers).
+  void close();
 
  private:
   // postSend/postRecv: a send queues on the (rank -> peer) channel, a receive
@@ -83,23 +90,29 @@ class MemoryWorld {
     std::deque<std::shared_ptr<Op>> sends;
     std::deque<std::shared_ptr<Op>> recvs;
   };
-  Channel& channel(int from, int to) { return channels_[from * size_ + to]; }
-  // Pairs queued sends and receives on `ch` (mutex held).
-  void matchLocked(Channel& ch);
+  // The (from -> to) channel, created on first use (mutex held).
+  Channel& channel(int from, int to);
+  // Pairs queued sends and receives on the (from -> to) channel and wakes
+  // both ranks (mutex held).
+  void matchLocked(int from, int to);
   // Fails every pending op and every later one (mutex held).
   void breakLocked(const Status& status);
 
   const int size_;
   const std::chrono::milliseconds op_timeout_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::unique_ptr<std::condition_variable[]> cvs_;  // by rank
   Status broken_;
-  std::vector<Channel> channels_;
+  std::vector<std::unique_ptr<Channel>> channels_;  // from * size + to; null until used
   // Per rank: ops it posted and has not waited for yet.
   std::vector<std::map<Transport::OpId, std::shared_ptr<Op>>> pending_;
   std::vector<Transport::OpId> next_id_;
   std::vector<std::deque<ControlMessage>> control_;
   std::vector<bool> woken_;
+  std::vector<bool> closed_;  // by rank: close() was called
+  int closed_count_ = 0;
+  // The lowest control peer of `rank` that closed, -1 when none (mutex held).
+  int closedControlPeerLocked(int rank) const;
   std::vector<std::unique_ptr<MemoryTransport>> transports_;
 };
 
