@@ -93,14 +93,14 @@ def test_sparse_all_reduce():
     def run(group):
         indices = torch.tensor([[0, rank % 3, 4], [1, 2, rank]])
         values = torch.tensor([1.0, 10.0 * (rank + 1), 0.5])
-        t = torch.sparse_coo_tensor(indices, values, (5, size + 1))
+        t = torch.sparse_coo_tensor(indices, values, (5, size + 3))
         dist.all_reduce(t, group=group)
         assert t.is_sparse and t.is_coalesced()
         return t._indices().tolist(), t._values().tolist()
 
     tutti, gloo = on_both(run)
     assert tutti == gloo
-    want = torch.zeros(5, size + 1)
+    want = torch.zeros(5, size + 3)
     for r in range(size):
         want[0, 1] += 1.0
         want[r % 3, 2] += 10.0 * (r + 1)
@@ -238,6 +238,32 @@ def test_recv_from_any_source_reports_the_sender():
     if rank == 0:
         assert tutti == ([(r, 11 * r) for r in range(1, size)],
                          [(1, 100), (1, 101), (1, 102)])
+
+
+def test_recvs_from_any_source_posted_before_the_messages():
+    """Rank 0 posts two irecvs without src before rank 1 sends (1 s later):
+    neither is completed at first; they take rank 1's two messages in order."""
+    needs_pair()
+    rank, _ = rank_size()
+
+    def run(group):
+        if rank == 1:
+            time.sleep(1.0)
+            for v in (200, 201):
+                dist.send(torch.tensor([v]), 0, group=group, tag=13)
+        if rank != 0:
+            return None
+        got = [torch.zeros(1, dtype=torch.int64) for _ in range(2)]
+        works = [dist.irecv(t, group=group, tag=13) for t in got]
+        early = [w.is_completed() for w in works]
+        for w in works:
+            w.wait()
+        return early, [w._source_rank() for w in works], [t.item() for t in got]
+
+    tutti, gloo = on_both(run)
+    assert tutti == gloo
+    if rank == 0:
+        assert tutti == ([False, False], [1, 1], [200, 201])
 
 
 def _monitored(group, timeout):

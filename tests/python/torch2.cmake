@@ -20,7 +20,7 @@ if(TARGET tuttirun AND TARGET tutti)
   add_test(NAME python_torch2_dist_np3
     COMMAND ${_t2_jobs} pytest --np 3 ${_t2_common} --timeout 400
             --files test_torch_distributed.py test_torch_dist_tensor_collectives.py
-                    test_torch_dist_p2p.py test_torch_ddp.py)
+                    test_torch_dist_p2p.py test_torch_distributed_gloo.py test_torch_ddp.py)
   add_test(NAME python_torch2_fsdp_np4
     COMMAND ${_t2_jobs} pytest --np 4 ${_t2_common} --timeout 400 --files test_torch_fsdp.py)
   add_test(NAME python_torch2_main_job

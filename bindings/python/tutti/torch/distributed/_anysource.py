@@ -3,8 +3,10 @@
 tutti matches a message by its sender, receiver, tag and number (the n-th
 send from s to d with tag t meets the n-th recv on d from s with tag t:
 tutti_p2p.h), and has no wildcard. So the senders count their messages in
-the group's torch store: each send from group rank s to d with tag t adds 1
-to the counter "tutti/p2p/<d>/<t>/<s>" once tutti took it. The receiver
+the group's torch store: the counter "tutti/p2p/<d>/<t>/<s>" holds how many
+messages group rank s handed to tutti for d with tag t, written by a daemon
+thread of s (the latest count of each counter, so that a send does not wait
+for the store). The receiver
 counts, per (tag, sender), the messages its recvs took: a recv from s takes
 one at once; a recv from any source waits until some sender's counter is
 past what was taken from it, takes that sender's next message (a tutti recv
@@ -16,8 +18,9 @@ robin) with a message not yet taken; a recv from s posted meanwhile takes
 s's next message first. A message between a pair with one tag never
 overtakes another (tutti's rule), whichever form of recv takes it.
 
-Cost: one store round trip per send on a group (the counter), and while a
-recv from any source waits, one store read per other rank every
+Cost: a store write per send (or fewer: a counter written once for the
+sends made meanwhile) on the sender's daemon thread, not on the sending
+one; while a recv from any source waits, one store read per other rank every
 POLL_SECONDS at most (a daemon thread polls; it exits when none waits).
 Needs the group's store (RuntimeError naming it otherwise).
 """
@@ -122,11 +125,33 @@ class AnySource:
         self._waiting: Dict[int, Deque[Tuple[PendingRecv, Callable[[int], Any]]]] = {}
         self._next = 0  # where the next scan for a sender starts
         self._poller: Optional[threading.Thread] = None
+        self._sent_cond = threading.Condition()  # guards the sender's side:
+        self._sent: Dict[str, int] = {}  # counter key -> messages sent
+        self._unwritten: Dict[str, int] = {}  # counter key -> count not yet in the store
+        self._writer: Optional[threading.Thread] = None
 
     def sent(self, dst: int, tag: int) -> None:
-        """Counts a message this rank handed to tutti for group rank dst."""
-        if self._store is not None:
-            self._store.add(_key(dst, tag, self._rank), 1)
+        """Counts a message this rank handed to tutti for group rank dst; the
+        count reaches the store from the writer thread."""
+        if self._store is None:
+            return
+        key = _key(dst, tag, self._rank)
+        with self._sent_cond:
+            self._sent[key] = self._sent.get(key, 0) + 1
+            self._unwritten[key] = self._sent[key]
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write, daemon=True,
+                                                name="tutti-p2p-counts")
+                self._writer.start()
+            self._sent_cond.notify()
+
+    def _write(self) -> None:
+        while True:
+            with self._sent_cond:
+                self._sent_cond.wait_for(lambda: bool(self._unwritten))
+                counts, self._unwritten = self._unwritten, {}
+            for key, count in counts.items():
+                self._store.set(key, str(count))  # read with add(key, 0)
 
     def taking(self, src: int, tag: int) -> None:
         """A recv from group rank src with tag was posted: it takes src's next message."""
