@@ -56,8 +56,12 @@ HOROVOD_TF_OTHER = [
     "global_process_set", "add_process_set", "remove_process_set", "Average", "Sum", "Adasum",
     "Min", "Max", "Product", "Compression",
 ]
-MISSING_TF = ["broadcast_", "broadcast_object_fn", "broadcast_global_variables",
-              "BroadcastGlobalVariablesHook", "SyncBatchNormalization"]
+HOROVOD_TF.update({
+    "broadcast_": ["variables", "root_rank", "name", "process_set"],
+    "broadcast_global_variables": ["root_rank"],
+    "broadcast_object_fn": ["root_rank", "session", "name", "process_set"],
+})
+MISSING_TF = ["SyncBatchNormalization"]
 
 HOROVOD_KERAS = {
     "DistributedOptimizer": ["optimizer", "name", "device_dense", "device_sparse",

@@ -268,9 +268,10 @@ def test_unregistered_process_set_is_a_value_error_when_the_op_is_built():
         with pytest.raises(ValueError, match="process_set_id 10"):
             build(fake)  # eagerly
         with pytest.raises(ValueError, match="process_set_id 10"):
-            tf.function(lambda: build(fake)).get_concrete_function()  # while tracing
-    removed = hvd.add_process_set([0])
-    hvd.remove_process_set(removed)
-    with pytest.raises(ValueError, match="not registered"):
-        hvd.allreduce(x, process_set=removed)
+            tf.function(lambda build=build: build(fake)).get_concrete_function()  # tracing
+    if hvd.size() > 1:  # at np 1, [0] is the global set
+        removed = hvd.add_process_set([0])
+        hvd.remove_process_set(removed)
+        with pytest.raises(ValueError, match="not registered"):
+            hvd.allreduce(x, process_set=removed)
     assert float(hvd.allreduce(x, op=hvd.Sum).numpy()[0]) == hvd.size()  # nothing was enqueued

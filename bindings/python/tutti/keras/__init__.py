@@ -4,6 +4,7 @@ the same API as tutti.tensorflow.keras (``import tutti.keras as hvd``)."""
 from tutti.tensorflow.keras import *  # noqa: F401,F403
 from tutti.tensorflow.keras import (  # noqa: F401 (names * leaves out)
     DistributedOptimizer,
+    PartialDistributedOptimizer,
     allgather,
     allreduce,
     broadcast,

@@ -9,6 +9,8 @@ of uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
 bool. docs/tensorflow.md lists the API against Horovod's and what is missing.
 """
 
+import tensorflow as tf
+
 from tutti.basics import (
     ccl_built,
     cross_rank,
@@ -53,10 +55,12 @@ from tutti.process_sets import (
 
 # hvd.elastic: TensorFlowKerasState, TensorFlowState, run.
 from tutti.tensorflow import elastic  # noqa: F401
+from tutti.tensorflow import gradient_tape as _gradient_tape
 
 # The Keras optimizer that DistributedOptimizer returns (Keras 3 comes with
 # TensorFlow 2.16 and later).
 from tutti.tensorflow import keras as _keras
+from tutti.tensorflow import legacy_optimizer as _legacy
 from tutti.tensorflow.collectives import (
     allreduce,
     grouped_allreduce,
@@ -64,7 +68,15 @@ from tutti.tensorflow.collectives import (
     reducescatter,
 )
 from tutti.tensorflow.compression import Compression
-from tutti.tensorflow.functions import allgather_object, broadcast_object, broadcast_variables
+from tutti.tensorflow.functions import (
+    BroadcastGlobalVariablesHook,
+    allgather_object,
+    broadcast_,
+    broadcast_global_variables,
+    broadcast_object,
+    broadcast_object_fn,
+    broadcast_variables,
+)
 from tutti.tensorflow.gradient_tape import (
     DistributedGradientTape,
     PartialDistributedGradientTape,
@@ -95,10 +107,30 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
-    """Horovod's hvd.DistributedOptimizer for a Keras optimizer: the Keras one
-    (tutti.tensorflow.keras.DistributedOptimizer). TensorFlow 1's
-    tf.compat.v1.train.Optimizer is not supported (TypeError)."""
-    del use_locking  # a TF1 optimizer argument
+    """Horovod's hvd.DistributedOptimizer. A tf.compat.v1.train.Optimizer
+    becomes one whose compute_gradients() averages the gradients
+    (tutti.tensorflow.legacy_optimizer; TF1 graphs); a Keras 3 optimizer the
+    Keras one (tutti.tensorflow.keras.DistributedOptimizer). ValueError for a
+    predivide factor with op != Average, average_aggregated_gradients with
+    Adasum, op=Adasum with Keras; NotImplementedError for op=Adasum with a
+    TF1 optimizer (Horovod's delta optimizer is not in tutti)."""
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == Adasum and average_aggregated_gradients:
+        raise ValueError("Adasum does not support average_aggregated_gradients == True")
+    groups = _gradient_tape.check_groups(num_groups, groups)
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        if op == Adasum:
+            raise NotImplementedError(
+                "op=Adasum with a tf.compat.v1.train.Optimizer (Horovod's "
+                "_DistributedAdasumOptimizer) is not supported: use op=Average or Sum")
+        return _legacy.DistributedOptimizerV1(
+            optimizer, name, use_locking,
+            dict(device_dense=device_dense, device_sparse=device_sparse, compression=compression,
+                 sparse_as_dense=sparse_as_dense, op=op,
+                 gradient_predivide_factor=gradient_predivide_factor, groups=groups),
+            backward_passes_per_step, average_aggregated_gradients, process_set,
+            scale_local_gradients)
     if op == Adasum:
         raise ValueError("op == Adasum is not supported yet with Keras")
     return _keras.DistributedOptimizer(
@@ -106,6 +138,5 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
         compression=compression, sparse_as_dense=sparse_as_dense,
         gradient_predivide_factor=gradient_predivide_factor, op=op,
         backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
-        groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
-
+        average_aggregated_gradients=average_aggregated_gradients, groups=groups,
+        process_set=process_set, scale_local_gradients=scale_local_gradients)

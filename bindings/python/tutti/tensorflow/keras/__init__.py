@@ -4,11 +4,12 @@ module).
 
 DistributedOptimizer wraps a Keras 3 optimizer so that model.fit (compiled
 with it) and optimizer.apply/apply_gradients average the gradients over the
-ranks first; the callbacks are in tutti.tensorflow.keras.callbacks.
-Differences from Horovod: Keras 3 optimizers only (keras.optimizers.*; the
-Keras 2 legacy ones are gone from Keras 3); backward_passes_per_step > 1 is
-not implemented (Keras 3's own gradient_accumulation_steps accumulates the
-averaged gradients instead); the ops have no XLA kernels, so a model must
+ranks first (backward_passes_per_step > 1: summed locally first, reduced
+once every that many steps); PartialDistributedOptimizer leaves some layers'
+gradients local. The callbacks are in tutti.tensorflow.keras.callbacks,
+elastic training in tutti.tensorflow.keras.elastic. Differences from
+Horovod: Keras 3 optimizers only (keras.optimizers.*; the Keras 2 legacy
+ones are gone from Keras 3); the ops have no XLA kernels, so a model must
 not be compiled with jit_compile=True (Keras's "auto" is off on CPU-only
 machines).
 """
@@ -46,9 +47,11 @@ from tutti.process_sets import (  # noqa: F401
     remove_process_set,
 )
 from tutti.tensorflow import collectives as _collectives
+from tutti.tensorflow import functions as _functions
 from tutti.tensorflow import mpi_ops as _mpi_ops
 from tutti.tensorflow.compression import Compression
 from tutti.tensorflow.functions import allgather_object, broadcast_object  # noqa: F401
+from tutti.tensorflow.gradient_aggregation import LocalGradientAggregator
 from tutti.tensorflow.gradient_tape import (
     _key,
     allreduce_grads_fn,
@@ -59,22 +62,48 @@ from tutti.tensorflow.keras import callbacks  # noqa: F401
 from tutti.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
 
+def _aggregated_apply(self, base, reduce, grads, variables, trainable_variables):
+    """apply() with local aggregation (self._tutti_bpps > 1 passes per reduction)."""
+    if not self.built:
+        self.build(variables)  # not inside the tf.cond below: it makes variables
+    agg = self.__dict__.get("_tutti_aggregator")
+    if agg is None:
+        agg = LocalGradientAggregator(self._tutti_bpps, reduce, self._tutti_sparse_as_dense,
+                                      self._tutti_average_aggregated)
+        self._tutti_aggregator = agg
+    grads = agg.compute_gradients(list(grads), variables)
+
+    def apply_step():
+        base.apply(self, grads, trainable_variables)
+
+    def count_step():
+        self.iterations.assign_add(1)
+
+    agg.apply_gradients(apply_step, count_step, grads)
+
+
 def _distributed_class(base, allreduce_name, device_dense, device_sparse, compression,
                        sparse_as_dense, gradient_predivide_factor, op, groups, process_set,
                        scale_local_gradients):
-    """A subclass of the optimizer class `base` whose apply() reduces first. Same
-    name and module as `base`, so that a saved model loads without tutti."""
+    """A subclass of the optimizer class `base` whose apply() reduces first
+    (with local aggregation when the instance's _tutti_bpps > 1). Same name
+    and module as `base`, so that a saved model loads without tutti."""
 
     def apply(self, grads, trainable_variables=None):
         variables = (list(trainable_variables) if trainable_variables is not None
                      else list(self._trainable_variables))
-        fn = allreduce_grads_fn(allreduce_name, device_dense, device_sparse, compression,
-                                sparse_as_dense, op, gradient_predivide_factor, groups,
-                                process_set)
-        local = getattr(self, "_tutti_local_vars", ())
-        grads = reduce_with_locals(fn, list(grads), variables, local, process_set,
-                                   scale_local_gradients)
-        return base.apply(self, grads, trainable_variables)
+
+        def reduce(grads, variables):
+            fn = allreduce_grads_fn(allreduce_name, device_dense, device_sparse, compression,
+                                    sparse_as_dense, op, gradient_predivide_factor, groups,
+                                    process_set)
+            return reduce_with_locals(fn, list(grads), variables,
+                                      getattr(self, "_tutti_local_vars", ()), process_set,
+                                      scale_local_gradients)
+
+        if getattr(self, "_tutti_bpps", 1) > 1:
+            return _aggregated_apply(self, base, reduce, grads, variables, trainable_variables)
+        return base.apply(self, reduce(grads, variables), trainable_variables)
 
     def register_local_var(self, var):
         """Marks `var` as local to this rank: its gradient is not reduced."""
@@ -97,7 +126,12 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     """A new optimizer of `optimizer`'s class and config (Horovod's
     hvd.DistributedOptimizer for Keras) whose apply() first averages the
     gradients over the process set (op, compression, sparse_as_dense,
-    gradient_predivide_factor, groups: as DistributedGradientTape)."""
+    gradient_predivide_factor, groups: as DistributedGradientTape).
+    backward_passes_per_step > 1: gradients are summed locally and reduced and
+    applied once every that many apply() calls (divided by the number when
+    average_aggregated_gradients; tutti.tensorflow.gradient_aggregation).
+    TypeError for anything but a Keras 3 optimizer; ValueError for op=Adasum,
+    a predivide factor with op != Average, backward_passes_per_step < 1."""
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise TypeError("DistributedOptimizer needs a Keras 3 optimizer (keras.optimizers.*), "
                         "got %s" % type(optimizer).__name__)
@@ -105,11 +139,9 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == Adasum:
         raise ValueError("op == Adasum is not supported yet with Keras")
-    if backward_passes_per_step != 1 or average_aggregated_gradients:
-        raise NotImplementedError(
-            "backward_passes_per_step=%r: local gradient aggregation is not implemented for "
-            "Keras 3 optimizers; use the optimizer's gradient_accumulation_steps instead"
-            % (backward_passes_per_step,))
+    if int(backward_passes_per_step) < 1:
+        raise ValueError("backward_passes_per_step must be > 0, got %r"
+                         % (backward_passes_per_step,))
     groups = check_groups(num_groups, groups)
     base = optimizer.__class__
     if getattr(base, "_tutti_distributed", False):
@@ -118,15 +150,56 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                              device_sparse, compression, sparse_as_dense,
                              gradient_predivide_factor, op, groups, process_set,
                              scale_local_gradients)
-    return cls.from_config(optimizer.get_config())
+    opt = cls.from_config(optimizer.get_config())
+    opt._tutti_bpps = int(backward_passes_per_step)
+    opt._tutti_sparse_as_dense = sparse_as_dense
+    opt._tutti_average_aggregated = average_aggregated_gradients
+    return opt
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average, groups=None,
+                                process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """DistributedOptimizer whose local_layers' (a Keras layer or a list of
+    them) trainable weights keep their local gradients (not reduced; divided
+    by the set's size with scale_local_gradients), as Horovod's
+    hvd.keras.PartialDistributedOptimizer. op: Average or Sum (ValueError
+    otherwise, as Horovod's); ValueError for a local layer that is not a
+    keras.layers.Layer."""
+    if op not in (Average, Sum):
+        raise ValueError("op currently only supports Average and Sum")
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, keras.layers.Layer):
+        local_layers = [local_layers]
+    if not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError("All local layers must be of keras.layers.Layer type.")
+    opt = DistributedOptimizer(optimizer, name=name, device_dense=device_dense,
+                               device_sparse=device_sparse, compression=compression,
+                               sparse_as_dense=sparse_as_dense,
+                               gradient_predivide_factor=gradient_predivide_factor, op=op,
+                               groups=groups, process_set=process_set,
+                               scale_local_gradients=scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            opt.register_local_var(var)
+    return opt
 
 
 def broadcast_global_variables(root_rank):
-    """TensorFlow 1 only in Horovod; there are no global variables in TF 2."""
-    raise NotImplementedError(
-        "broadcast_global_variables is TensorFlow 1 only: use "
-        "hvd.callbacks.BroadcastGlobalVariablesCallback or "
-        "tutti.tensorflow.broadcast_variables(model.variables, root_rank)")
+    """Broadcasts the default TF1 graph's global variables from root_rank in
+    the default session (Horovod's hvd.keras.broadcast_global_variables).
+    RuntimeError when executing eagerly (use
+    callbacks.BroadcastGlobalVariablesCallback or
+    tutti.tensorflow.broadcast_variables), ValueError without a default session."""
+    op = _functions.broadcast_global_variables(root_rank)
+    session = tf.compat.v1.get_default_session()
+    if session is None:
+        raise ValueError("broadcast_global_variables runs in the default session: call it "
+                         "inside `with session.as_default():`")
+    return session.run(op)
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
