@@ -20,11 +20,13 @@ unchanged.
 """
 
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import torch.distributed as dist
 
-_handed = threading.local()  # .work: the FutureWork the last op on this thread returned
+# .slot: while a wrapped ProcessGroup method runs on this thread, the list
+# hand_over appends the backend's FutureWork to (None otherwise: nothing kept)
+_handed = threading.local()
 
 
 class FutureWork(dist.Work):
@@ -99,8 +101,11 @@ def _seconds(timeout: Any) -> Optional[float]:
 
 
 def hand_over(work: FutureWork) -> FutureWork:
-    """Returns work, remembered for see_through_works' wrapper on this thread."""
-    _handed.work = work
+    """Returns work, and gives it to the wrapped ProcessGroup method running
+    on this thread, if any (C++ callers such as DDP's reducer have none)."""
+    slot = getattr(_handed, "slot", None)
+    if slot is not None:
+        slot.append(work)
     return work
 
 
@@ -113,13 +118,14 @@ _WORK_METHODS = ("allreduce", "allreduce_coalesced", "reduce", "allgather", "_al
 
 def _see_through(method: Callable[..., Any]) -> Callable[..., Any]:
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _handed.work = None
+        outer = getattr(_handed, "slot", None)  # a wrapped call further up this thread
+        slot: List[FutureWork] = []
+        _handed.slot = slot
         try:
             result = method(self, *args, **kwargs)
-            work = _handed.work
         finally:
-            _handed.work = None
-        return work if work is not None and result is not None else result
+            _handed.slot = outer
+        return slot[-1] if slot and result is not None else result
 
     call._tutti_hooked = True  # type: ignore[attr-defined]
     call.__wrapped__ = method  # type: ignore[attr-defined]
