@@ -23,10 +23,16 @@ sends made meanwhile) on the sender's daemon thread, not on the sending
 one; while a recv from any source waits, one store read per other rank every
 POLL_SECONDS at most (a daemon thread polls; it exits when none waits).
 Needs the group's store (RuntimeError naming it otherwise).
+
+At exit (atexit, before the interpreter finalizes) both threads stop: a
+daemon thread still inside a store call when Python finalizes would be
+unwound through torch's C++ frames (an abort; see _completion._quiesce_at_exit).
 """
 
+import atexit
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
@@ -34,6 +40,9 @@ from tutti.torch.distributed._completion import _Failed, _unwrap
 
 POLL_SECONDS = 0.01  # the longest pause between two polls of the counters
 _FIRST_POLL_SECONDS = 0.0005
+_EXIT_JOIN_SECONDS = 2.0
+_EXITING = threading.Event()
+_LIVE: "weakref.WeakSet[AnySource]" = weakref.WeakSet()  # groups whose threads may run
 
 
 def _key(dst: int, tag: int, src: int) -> str:
@@ -129,6 +138,7 @@ class AnySource:
         self._sent: Dict[str, int] = {}  # counter key -> messages sent
         self._unwritten: Dict[str, int] = {}  # counter key -> count not yet in the store
         self._writer: Optional[threading.Thread] = None
+        _LIVE.add(self)
 
     def sent(self, dst: int, tag: int) -> None:
         """Counts a message this rank handed to tutti for group rank dst; the
@@ -148,10 +158,20 @@ class AnySource:
     def _write(self) -> None:
         while True:
             with self._sent_cond:
-                self._sent_cond.wait_for(lambda: bool(self._unwritten))
+                self._sent_cond.wait_for(lambda: bool(self._unwritten) or _EXITING.is_set())
+                if _EXITING.is_set():
+                    return
                 counts, self._unwritten = self._unwritten, {}
             for key, count in counts.items():
                 self._store.set(key, str(count))  # read with add(key, 0)
+
+    def stop(self) -> None:
+        """At exit: wakes this group's threads (they return) and waits for them."""
+        with self._sent_cond:
+            self._sent_cond.notify_all()
+        for thread in (self._writer, self._poller):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(_EXIT_JOIN_SECONDS)
 
     def taking(self, src: int, tag: int) -> None:
         """A recv from group rank src with tag was posted: it takes src's next message."""
@@ -203,7 +223,7 @@ class AnySource:
 
     def _poll(self) -> None:
         pause = _FIRST_POLL_SECONDS
-        while True:
+        while not _EXITING.is_set():
             time.sleep(pause)
             pause = min(2 * pause, POLL_SECONDS)
             with self._lock:
@@ -212,3 +232,12 @@ class AnySource:
                 if not self._waiting:
                     self._poller = None
                     return
+
+
+def _stop_at_exit() -> None:
+    _EXITING.set()
+    for group in list(_LIVE):
+        group.stop()
+
+
+atexit.register(_stop_at_exit)
