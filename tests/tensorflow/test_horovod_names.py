@@ -61,7 +61,7 @@ HOROVOD_TF.update({
     "broadcast_global_variables": ["root_rank"],
     "broadcast_object_fn": ["root_rank", "session", "name", "process_set"],
 })
-MISSING_TF = ["SyncBatchNormalization"]
+MISSING_TF = []  # horovod.tensorflow.data and the XLA ops are not public names
 
 HOROVOD_KERAS = {
     "DistributedOptimizer": ["optimizer", "name", "device_dense", "device_sparse",

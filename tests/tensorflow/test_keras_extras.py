@@ -98,3 +98,58 @@ def test_partial_distributed_optimizer_keeps_local_layers_local():
         hvd_keras.PartialDistributedOptimizer(keras.optimizers.SGD(), local_layers=[object()])
     with pytest.raises(ValueError, match="Average and Sum"):
         hvd_keras.PartialDistributedOptimizer(keras.optimizers.SGD(), op=hvd.Max)
+
+
+def sync_bn_batch(r, channels_last):
+    """Rank r's batch: r + 1 samples (uneven on purpose) of 3 channels x 2."""
+    rng = np.random.default_rng(50 + r)
+    x = rng.normal(loc=r, size=(r + 1, 2, 3)).astype(np.float32)
+    return x if channels_last else np.transpose(x, (0, 2, 1))
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_sync_batch_normalization_uses_the_global_batch(axis):
+    """The layer on each rank's batch matches keras' BatchNormalization on
+    the concatenation of every rank's batch (outputs, moving statistics)."""
+    r, n = hvd.rank(), hvd.size()
+    everything = np.concatenate([sync_bn_batch(k, axis == -1) for k in range(n)])
+    plain = keras.layers.BatchNormalization(axis=axis, momentum=0.5)
+    want = keras.ops.convert_to_numpy(plain(everything, training=True))
+    sync = hvd.SyncBatchNormalization(axis=axis, momentum=0.5)
+    mine = sync_bn_batch(r, axis == -1)
+    call = tf.function(lambda x: sync(x, training=True))
+    call(tf.constant(mine))  # build and one step in a tf.function
+    sync.moving_mean.assign(keras.ops.zeros_like(sync.moving_mean))
+    sync.moving_variance.assign(keras.ops.ones_like(sync.moving_variance))
+    got = keras.ops.convert_to_numpy(sync(mine, training=True))  # eagerly
+    start = sum(k + 1 for k in range(r))
+    np.testing.assert_allclose(got, want[start:start + r + 1], rtol=1e-4, atol=1e-4)
+    for name in ("moving_mean", "moving_variance"):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(getattr(sync, name)),
+                                   keras.ops.convert_to_numpy(getattr(plain, name)),
+                                   rtol=1e-4, atol=1e-5)
+    assert sync.name.startswith("sync_batch_normalization")
+    with pytest.raises(ValueError, match="fused"):
+        hvd.SyncBatchNormalization(fused=True)
+
+
+def test_sync_batch_normalization_gradient_is_the_global_one():
+    """d(sum over ranks of sum(y * c))/dx on each rank equals the gradient of
+    the plain layer on the concatenated batch (rows of this rank)."""
+    r, n = hvd.rank(), hvd.size()
+    everything = np.concatenate([sync_bn_batch(k, True) for k in range(n)])
+    coeff = np.linspace(-1.0, 1.0, everything.size).reshape(everything.shape).astype(np.float32)
+    plain = keras.layers.BatchNormalization()
+    xs = tf.constant(everything)
+    with tf.GradientTape() as tape:
+        tape.watch(xs)
+        loss = tf.reduce_sum(plain(xs, training=True) * coeff)
+    want = tape.gradient(loss, xs).numpy()
+    start = sum(k + 1 for k in range(r))
+    x = tf.constant(sync_bn_batch(r, True))
+    sync = hvd.SyncBatchNormalization()
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(sync(x, training=True) * coeff[start:start + r + 1])
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), want[start:start + r + 1],
+                               rtol=1e-3, atol=1e-4)

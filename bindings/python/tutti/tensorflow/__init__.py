@@ -100,6 +100,7 @@ from tutti.tensorflow.mpi_ops import (
     rank_op,
     size_op,
 )
+from tutti.tensorflow.sync_batch_norm import SyncBatchNormalization
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
