@@ -163,6 +163,7 @@ class Controller {
     Clock::time_point since;
     std::vector<std::optional<Request>> by_rank;  // by rank within the set
     std::vector<int64_t> slots;                   // cache slot per member, -1 = full request
+    size_t submitted = 0;                         // members whose request is in by_rank
   };
   void checkReady(const std::string& key);
   void emit(Response response, int group_id, int group_size);
