@@ -187,6 +187,31 @@ def test_work_api_of_collectives_and_p2p():
     assert tutti == want
 
 
+def test_wait_timeout_raises_and_the_op_goes_on():
+    """Rank 0 waits 0.2 s for an all_reduce the others start 1 s later:
+    wait(timeout) raises a RuntimeError saying it timed out, on both
+    backends; the op then completes with the sum."""
+    needs_pair()
+    rank, size = rank_size()
+
+    def run(group):
+        t = torch.ones(2)
+        if rank != 0:
+            time.sleep(1.0)
+        work = dist.all_reduce(t, group=group, async_op=True)
+        timed_out = None
+        if rank == 0:
+            with pytest.raises(RuntimeError, match="timed out") as err:
+                work.wait(timeout=datetime.timedelta(seconds=0.2))
+            timed_out = type(err.value).__name__
+        work.wait()
+        return timed_out, work.is_completed(), t.tolist()
+
+    tutti, gloo = on_both(run)
+    assert tutti == gloo
+    assert tutti == ("RuntimeError" if rank == 0 else None, True, [float(size)] * 2)
+
+
 def test_work_of_a_failed_op():
     """A message whose sizes differ: both works complete unsuccessfully and
     exception() is tutti's MismatchError (gloo cannot be made to fail alike
