@@ -21,6 +21,12 @@ double loadValue(const void* base, DataType dtype, int64_t i) {
       return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64:
       return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DataType::kUInt16:
+      return static_cast<const uint16_t*>(base)[i];
+    case DataType::kUInt32:
+      return static_cast<const uint32_t*>(base)[i];
+    case DataType::kUInt64:
+      return static_cast<double>(static_cast<const uint64_t*>(base)[i]);
     case DataType::kFloat16:
       return halfToFloat(static_cast<const uint16_t*>(base)[i]);
     case DataType::kBFloat16:
@@ -50,6 +56,15 @@ void storeValue(void* base, DataType dtype, int64_t i, double v) {
       return;
     case DataType::kInt64:
       static_cast<int64_t*>(base)[i] = std::llround(v);
+      return;
+    case DataType::kUInt16:
+      static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(std::lround(v));
+      return;
+    case DataType::kUInt32:
+      static_cast<uint32_t*>(base)[i] = static_cast<uint32_t>(std::llround(v));
+      return;
+    case DataType::kUInt64:
+      static_cast<uint64_t*>(base)[i] = static_cast<uint64_t>(std::llround(v));
       return;
     case DataType::kFloat16:
       static_cast<uint16_t*>(base)[i] = floatToHalf(static_cast<float>(v));

@@ -9,13 +9,16 @@ size_t dataTypeSize(DataType dtype) {
     case DataType::kBool:
       return 1;
     case DataType::kInt16:
+    case DataType::kUInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16:
       return 2;
     case DataType::kInt32:
+    case DataType::kUInt32:
     case DataType::kFloat32:
       return 4;
     case DataType::kInt64:
+    case DataType::kUInt64:
     case DataType::kFloat64:
       return 8;
   }
@@ -44,6 +47,12 @@ const char* dataTypeName(DataType dtype) {
       return "float64";
     case DataType::kBool:
       return "bool";
+    case DataType::kUInt16:
+      return "uint16";
+    case DataType::kUInt32:
+      return "uint32";
+    case DataType::kUInt64:
+      return "uint64";
   }
   return "invalid";
 }

@@ -20,8 +20,13 @@ enum class DataType : uint8_t {
   kFloat32 = 7,
   kFloat64 = 8,
   kBool = 9,  // one byte, 0 or 1
+  // Unsigned wider integers (Horovod's and torch's uint16; TensorFlow's and
+  // torch's uint32/uint64). Appended: the values above never change.
+  kUInt16 = 10,
+  kUInt32 = 11,
+  kUInt64 = 12,
 };
-constexpr int kNumDataTypes = 10;
+constexpr int kNumDataTypes = 13;
 
 // Size of one element in bytes.
 size_t dataTypeSize(DataType dtype);

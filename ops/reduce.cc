@@ -185,6 +185,12 @@ void reduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
       return reduceTyped<double>(dst, src, count, op);
     case DataType::kBool:
       return reduceBool(dst, src, count, op);
+    case DataType::kUInt16:
+      return reduceTyped<uint16_t>(dst, src, count, op);
+    case DataType::kUInt32:
+      return reduceTyped<uint32_t>(dst, src, count, op);
+    case DataType::kUInt64:
+      return reduceTyped<uint64_t>(dst, src, count, op);
   }
   TUTTI_CHECK_EQ(static_cast<int>(dtype), -1);  // unknown dtype: a bug upstream
 }
@@ -217,6 +223,12 @@ void scaleInPlace(void* buf, size_t count, DataType dtype, double factor_in, int
       return scaleFloat<double>(buf, count, factor);
     case DataType::kBool:
       return;
+    case DataType::kUInt16:
+      return scaleInteger<uint16_t>(buf, count, factor_in, divisor);
+    case DataType::kUInt32:
+      return scaleInteger<uint32_t>(buf, count, factor_in, divisor);
+    case DataType::kUInt64:
+      return scaleInteger<uint64_t>(buf, count, factor_in, divisor);
   }
   TUTTI_CHECK_EQ(static_cast<int>(dtype), -1);
 }

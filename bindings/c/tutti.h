@@ -68,7 +68,10 @@ typedef enum tutti_dtype {
   TUTTI_BFLOAT16 = 6, /* the upper 16 bits of a float32 */
   TUTTI_FLOAT32 = 7,
   TUTTI_FLOAT64 = 8,
-  TUTTI_BOOL = 9 /* one byte, 0 or 1 */
+  TUTTI_BOOL = 9, /* one byte, 0 or 1 */
+  TUTTI_UINT16 = 10,
+  TUTTI_UINT32 = 11,
+  TUTTI_UINT64 = 12
 } tutti_dtype;
 
 /* Reduction operators. Values equal tutti::ReduceOp (core/dtype.h). */

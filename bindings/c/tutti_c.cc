@@ -42,7 +42,10 @@ static_assert(TUTTI_BFLOAT16 == static_cast<int>(tutti::DataType::kBFloat16), "d
 static_assert(TUTTI_FLOAT32 == static_cast<int>(tutti::DataType::kFloat32), "dtype ABI");
 static_assert(TUTTI_FLOAT64 == static_cast<int>(tutti::DataType::kFloat64), "dtype ABI");
 static_assert(TUTTI_BOOL == static_cast<int>(tutti::DataType::kBool), "dtype ABI");
-static_assert(tutti::kNumDataTypes == 10, "a new dtype needs a TUTTI_* value in tutti.h");
+static_assert(TUTTI_UINT16 == static_cast<int>(tutti::DataType::kUInt16), "dtype ABI");
+static_assert(TUTTI_UINT32 == static_cast<int>(tutti::DataType::kUInt32), "dtype ABI");
+static_assert(TUTTI_UINT64 == static_cast<int>(tutti::DataType::kUInt64), "dtype ABI");
+static_assert(tutti::kNumDataTypes == 13, "a new dtype needs a TUTTI_* value in tutti.h");
 static_assert(TUTTI_SUM == static_cast<int>(tutti::ReduceOp::kSum), "op ABI");
 static_assert(TUTTI_AVERAGE == static_cast<int>(tutti::ReduceOp::kAverage), "op ABI");
 static_assert(TUTTI_MIN == static_cast<int>(tutti::ReduceOp::kMin), "op ABI");

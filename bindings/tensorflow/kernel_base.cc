@@ -23,6 +23,8 @@ constexpr DtypePair kDtypes[] = {
     {tensorflow::DT_INT64, TUTTI_INT64},       {tensorflow::DT_HALF, TUTTI_FLOAT16},
     {tensorflow::DT_BFLOAT16, TUTTI_BFLOAT16}, {tensorflow::DT_FLOAT, TUTTI_FLOAT32},
     {tensorflow::DT_DOUBLE, TUTTI_FLOAT64},    {tensorflow::DT_BOOL, TUTTI_BOOL},
+    {tensorflow::DT_UINT16, TUTTI_UINT16},     {tensorflow::DT_UINT32, TUTTI_UINT32},
+    {tensorflow::DT_UINT64, TUTTI_UINT64},
 };
 
 }  // namespace
@@ -140,7 +142,8 @@ bool TuttiAsyncKernel::CheckDtype(tensorflow::OpKernelContext* ctx, const tensor
   ctx->SetStatus(absl::InvalidArgumentError(
       "tutti op " + name() + ": input " + std::to_string(index) + " has dtype " +
       tensorflow::DataTypeString(t.dtype()) +
-      "; accepted: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool"));
+      "; accepted: uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, "
+      "float32, float64, bool"));
   return false;
 }
 

@@ -3,8 +3,8 @@
 // asynchronous finish through the completer (completion.h).
 //
 // Tensors: CPU (host memory) TensorFlow tensors, contiguous as TensorFlow
-// keeps them, of uint8, int8, int16, int32, int64, float16, bfloat16,
-// float32, float64 or bool. Errors become TensorFlow statuses (ToStatus):
+// keeps them, of uint8, uint16, uint32, uint64, int8, int16, int32, int64,
+// float16, bfloat16, float32, float64 or bool. Errors become TensorFlow statuses (ToStatus):
 // tutti's message, with a TensorFlow code chosen by tutti's status.
 #ifndef TUTTI_BINDINGS_TENSORFLOW_KERNEL_BASE_H_
 #define TUTTI_BINDINGS_TENSORFLOW_KERNEL_BASE_H_
@@ -22,8 +22,9 @@
 namespace tutti_tf {
 
 // The dtypes every collective accepts, as a REGISTER_OP type constraint.
-#define TUTTI_TF_TYPES \
-  "{uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool}"
+#define TUTTI_TF_TYPES                                                                      \
+  "{uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, " \
+  "float64, bool}"
 
 // tutti_dtype of a TensorFlow dtype; -1 for one tutti has no code for.
 int DtypeCode(tensorflow::DataType dtype);

@@ -181,6 +181,15 @@ cudaError_t launchScale(void* buf, size_t count, DataType dtype, double factor_i
     case DataType::kInt64:
       scaleInteger<int64_t>(buf, count, factor_in, divisor, grid, stream);
       break;
+    case DataType::kUInt16:
+      scaleInteger<uint16_t>(buf, count, factor_in, divisor, grid, stream);
+      break;
+    case DataType::kUInt32:
+      scaleInteger<uint32_t>(buf, count, factor_in, divisor, grid, stream);
+      break;
+    case DataType::kUInt64:
+      scaleInteger<uint64_t>(buf, count, factor_in, divisor, grid, stream);
+      break;
     case DataType::kBool:
       return cudaSuccess;
   }

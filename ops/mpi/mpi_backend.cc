@@ -45,6 +45,12 @@ Reduction reductionFor(DataType dtype, ReduceOp op) {
       return {MPI_INT32_T, predefinedOp(op)};
     case DataType::kInt64:
       return {MPI_INT64_T, predefinedOp(op)};
+    case DataType::kUInt16:
+      return {MPI_UINT16_T, predefinedOp(op)};
+    case DataType::kUInt32:
+      return {MPI_UINT32_T, predefinedOp(op)};
+    case DataType::kUInt64:
+      return {MPI_UINT64_T, predefinedOp(op)};
     case DataType::kFloat32:
       return {MPI_FLOAT, predefinedOp(op)};
     case DataType::kFloat64:

@@ -78,7 +78,14 @@ NcclType ncclTypeOf(DataType dtype, ReduceOp op) {
       t.type = ncclInt8;
       break;
     case DataType::kInt16:  // reduces() is false: never reached
+    case DataType::kUInt16:
       t.type = ncclUint8;
+      break;
+    case DataType::kUInt32:
+      t.type = ncclUint32;
+      break;
+    case DataType::kUInt64:
+      t.type = ncclUint64;
       break;
     case DataType::kInt32:
       t.type = ncclInt32;

@@ -39,7 +39,7 @@
 //
 // Types: integers, float16, bfloat16, float32, float64 map onto NCCL's; bool
 // reduces as uint8 with max (sum, max: logical or) or min (min, product:
-// logical and); int16 has no NCCL type (reduces() is false).
+// logical and); int16 and uint16 have no NCCL type (reduces() is false).
 //
 // Threading: the runtime's background thread only. The destructor aborts the
 // communicator (local, never waits for peers).
@@ -76,7 +76,9 @@ class NcclBackend : public DeviceBackend {
   const char* name() const override { return "nccl"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  bool reduces(DataType dtype) const override { return dtype != DataType::kInt16; }
+  bool reduces(DataType dtype) const override {
+    return dtype != DataType::kInt16 && dtype != DataType::kUInt16;
+  }
   Status allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
   Status allgatherv(const void* input, void* output,
                     const std::vector<size_t>& bytes_per_rank) override;

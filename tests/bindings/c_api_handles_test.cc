@@ -63,4 +63,26 @@ TEST_F(CApiHandles, BackendAndMpiThreadQueries) {
   EXPECT_EQ(tutti_nccl_version() > 0, tutti_built_with("nccl") == 1);
 }
 
+// The unsigned wider dtypes (appended to the ABI): their sizes, and a scaled
+// uint16 allreduce that saturates at the type's range (multi-rank sums of every
+// dtype: tests/cases).
+TEST_F(CApiHandles, WideUnsignedDtypesHaveTheirSizesAndReduce) {
+  EXPECT_EQ(tutti_dtype_size(TUTTI_UINT16), 2u);
+  EXPECT_EQ(tutti_dtype_size(TUTTI_UINT32), 4u);
+  EXPECT_EQ(tutti_dtype_size(TUTTI_UINT64), 8u);
+  EXPECT_EQ(tutti_dtype_size(TUTTI_UINT64 + 1), 0u);
+  ASSERT_EQ(tutti_init(), TUTTI_OK);
+  std::vector<uint16_t> x = {1, 65535, 40000};
+  std::vector<uint16_t> y(3, 0);
+  const int64_t shape[] = {3};
+  tutti_tensor in{x.data(), TUTTI_UINT16, 1, shape, TUTTI_DEVICE_CPU, -1};
+  tutti_tensor out{y.data(), TUTTI_UINT16, 1, shape, TUTTI_DEVICE_CPU, -1};
+  tutti_handle h = 0;
+  ASSERT_EQ(tutti_allreduce_async(&in, &out, "u16.x", TUTTI_SUM, 2.0, 1.0, &h), TUTTI_OK);
+  ASSERT_EQ(tutti_wait(h, 30), TUTTI_OK);
+  EXPECT_EQ(tutti_release(h), TUTTI_OK);
+  // prescale 2: integers scale in double and saturate to the type's range.
+  EXPECT_EQ(y, (std::vector<uint16_t>{2, 65535, 65535}));
+}
+
 }  // namespace

@@ -17,7 +17,8 @@ inline const std::vector<DataType>& allDataTypes() {
   static const std::vector<DataType> kAll = {
       DataType::kUInt8,   DataType::kInt8,    DataType::kInt16,    DataType::kInt32,
       DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
-      DataType::kFloat64, DataType::kBool};
+      DataType::kFloat64, DataType::kBool,    DataType::kUInt16,   DataType::kUInt32,
+      DataType::kUInt64};
   return kAll;
 }
 
@@ -28,7 +29,8 @@ inline const std::vector<ReduceOp>& allReduceOps() {
 }
 
 inline bool isSigned(DataType t) {
-  return t != DataType::kUInt8 && t != DataType::kBool;
+  return t != DataType::kUInt8 && t != DataType::kUInt16 && t != DataType::kUInt32 &&
+         t != DataType::kUInt64 && t != DataType::kBool;
 }
 
 template <typename T>
@@ -54,6 +56,12 @@ inline void setValue(void* buf, DataType t, size_t i, double v) {
       return storeAs<int32_t>(buf, i, static_cast<int32_t>(v));
     case DataType::kInt64:
       return storeAs<int64_t>(buf, i, static_cast<int64_t>(v));
+    case DataType::kUInt16:
+      return storeAs<uint16_t>(buf, i, static_cast<uint16_t>(v));
+    case DataType::kUInt32:
+      return storeAs<uint32_t>(buf, i, static_cast<uint32_t>(v));
+    case DataType::kUInt64:
+      return storeAs<uint64_t>(buf, i, static_cast<uint64_t>(v));
     case DataType::kFloat16:
       return storeAs<uint16_t>(buf, i, floatToHalf(static_cast<float>(v)));
     case DataType::kBFloat16:
@@ -79,6 +87,12 @@ inline double getValue(const void* buf, DataType t, size_t i) {
       return loadAs<int32_t>(buf, i);
     case DataType::kInt64:
       return static_cast<double>(loadAs<int64_t>(buf, i));
+    case DataType::kUInt16:
+      return loadAs<uint16_t>(buf, i);
+    case DataType::kUInt32:
+      return loadAs<uint32_t>(buf, i);
+    case DataType::kUInt64:
+      return static_cast<double>(loadAs<uint64_t>(buf, i));
     case DataType::kFloat16:
       return halfToFloat(loadAs<uint16_t>(buf, i));
     case DataType::kBFloat16:

@@ -26,6 +26,42 @@ def test_sum_of_x_plus_rank(dtype, shape):
     assert torch.equal(out, torch.full(shape, s * x + s * (s - 1) // 2, dtype=dtype))
 
 
+# torch 2.3+: uint16/uint32/uint64 (torch has few kernels for them; tutti reduces them itself).
+WIDE_UNSIGNED = [getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)]
+
+
+@pytest.mark.skipif(not WIDE_UNSIGNED, reason="this torch has no uint16/uint32/uint64")
+@pytest.mark.parametrize("dtype", WIDE_UNSIGNED, ids=str)
+def test_wide_unsigned_sum_min_max_wrap_as_unsigned(dtype):
+    r, s = r_s()
+    bits = dtype.itemsize * 8
+    top = (1 << bits) - 1
+    # Rank k holds [k + 1, top - k, top]: the last two sums wrap modulo 2**bits.
+    values = [[k + 1, top - k, top] for k in range(s)]
+    t = _unsigned_tensor(values[r], dtype)
+    got = hvd.allreduce(t, op=hvd.Sum, name="wide_sum.%s" % dtype)
+    assert got.dtype == dtype
+    assert _unsigned_values(got) == [sum(col) % (1 << bits) for col in zip(*values)]
+    got = hvd.allreduce(t, op=hvd.Min, name="wide_min.%s" % dtype)
+    assert _unsigned_values(got) == [min(col) for col in zip(*values)]
+    got = hvd.allreduce(t, op=hvd.Max, name="wide_max.%s" % dtype)
+    assert _unsigned_values(got) == [max(col) for col in zip(*values)]
+
+
+def _unsigned_tensor(values, dtype):
+    """A uint16/32/64 tensor of Python ints (made through int64's bits)."""
+    signed = [v - (1 << 64) if v >= (1 << 63) else v for v in values]
+    t = torch.tensor(signed, dtype=torch.int64)
+    return t.view(dtype) if dtype.itemsize == 8 else t.to(dtype)
+
+
+def _unsigned_values(t):
+    """A uint16/32/64 tensor's values as Python ints."""
+    if t.dtype.itemsize == 8:
+        return [v % (1 << 64) for v in t.view(torch.int64).tolist()]
+    return t.to(torch.int64).tolist()
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_average_is_the_mean(dtype):
     r, s = r_s()

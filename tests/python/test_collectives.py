@@ -10,6 +10,9 @@ import tutti.torch as hvd
 
 ALL_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
               torch.bfloat16, torch.float32, torch.float64, torch.bool]
+# torch 2.3+ has uint16/uint32/uint64 (data movement and few kernels; torch 1.13 has none).
+WIDE_UNSIGNED = [getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)]
+ALL_DTYPES += WIDE_UNSIGNED
 needs_peers = pytest.mark.skipif("hvd.size() < 2", reason="needs at least 2 ranks")
 
 

@@ -91,6 +91,12 @@ double getElement(DataType dtype, const void* data, int64_t index) {
       return load<int32_t>(data, index);
     case DataType::kInt64:
       return load<int64_t>(data, index);
+    case DataType::kUInt16:
+      return load<uint16_t>(data, index);
+    case DataType::kUInt32:
+      return load<uint32_t>(data, index);
+    case DataType::kUInt64:
+      return load<uint64_t>(data, index);
     case DataType::kFloat16: {
       uint16_t bits;
       std::memcpy(&bits, static_cast<const uint8_t*>(data) + index * 2, 2);
@@ -123,6 +129,12 @@ void setElement(DataType dtype, void* data, int64_t index, double value) {
       return store<int32_t>(data, index, static_cast<int32_t>(std::llround(value)));
     case DataType::kInt64:
       return store<int64_t>(data, index, static_cast<int64_t>(std::llround(value)));
+    case DataType::kUInt16:
+      return store<uint16_t>(data, index, static_cast<uint16_t>(std::llround(value)));
+    case DataType::kUInt32:
+      return store<uint32_t>(data, index, static_cast<uint32_t>(std::llround(value)));
+    case DataType::kUInt64:
+      return store<uint64_t>(data, index, static_cast<uint64_t>(std::llround(value)));
     case DataType::kFloat16:
       return store<uint16_t>(data, index, floatToHalf(static_cast<float>(value)));
     case DataType::kBFloat16:
@@ -199,7 +211,8 @@ const std::vector<DataType>& allDataTypes() {
 }
 
 bool isSignedOrFloat(DataType dtype) {
-  return dtype != DataType::kUInt8 && dtype != DataType::kBool;
+  return dtype != DataType::kUInt8 && dtype != DataType::kUInt16 && dtype != DataType::kUInt32 &&
+         dtype != DataType::kUInt64 && dtype != DataType::kBool;
 }
 
 bool isInteger(DataType dtype) {

@@ -10,8 +10,8 @@ tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed in th
 import tutti.tensorflow as hvd  # noqa: E402
 
 # Every dtype the ops take: (TensorFlow dtype, numpy dtype of the reference).
-DTYPES = [tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
-          tf.float64, tf.bool]
+DTYPES = [tf.uint8, tf.uint16, tf.uint32, tf.uint64, tf.int8, tf.int16, tf.int32, tf.int64,
+          tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.bool]
 NUMERIC = [d for d in DTYPES if d != tf.bool]
 FLOATS = [tf.float16, tf.bfloat16, tf.float32, tf.float64]
 

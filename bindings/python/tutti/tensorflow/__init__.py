@@ -5,8 +5,9 @@ The collectives are TensorFlow custom ops (libtutti_tensorflow.so, built
 against the installed TensorFlow: see tutti.tensorflow._loader), asynchronous
 kernels that tutti's background thread completes, usable eagerly and inside
 tf.function, with gradients (tutti.tensorflow.mpi_ops). Host (CPU) tensors
-of uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
-bool. docs/tensorflow.md lists the API against Horovod's and what is missing.
+of uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16,
+bfloat16, float32, float64, bool. docs/tensorflow.md lists the API against
+Horovod's and what is missing.
 """
 
 import tensorflow as tf

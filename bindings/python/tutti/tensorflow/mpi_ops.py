@@ -5,8 +5,8 @@ The ops are asynchronous kernels of libtutti_tensorflow.so (AsyncOpKernel):
 the kernel enqueues the tensor with tutti and returns; tutti's background
 thread completes it (fusion, the response cache, compression and the timeline
 apply as for every tutti op). They run eagerly and inside tf.function.
-Tensors: host (CPU) tensors of uint8, int8, int16, int32, int64, float16,
-bfloat16, float32, float64, bool, any shape (allgather, alltoall and
+Tensors: host (CPU) tensors of uint8, uint16, uint32, uint64, int8, int16,
+int32, int64, float16, bfloat16, float32, float64, bool, any shape (allgather, alltoall and
 reducescatter need rank >= 1).
 
 Names: ops are matched across ranks by name. In a graph (tf.function) the

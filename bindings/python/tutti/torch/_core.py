@@ -45,6 +45,10 @@ DTYPE_CODES: Dict[torch.dtype, int] = {
     torch.float64: 8,
     torch.bool: 9,
 }
+# torch 2.3 added uint16/uint32/uint64 (torch 1.13 has none of them).
+for _code, _name in ((10, "uint16"), (11, "uint32"), (12, "uint64")):
+    if isinstance(getattr(torch, _name, None), torch.dtype):
+        DTYPE_CODES[getattr(torch, _name)] = _code
 TORCH_DTYPES: Dict[int, torch.dtype] = {code: dtype for dtype, code in DTYPE_CODES.items()}
 
 

@@ -7,7 +7,8 @@ work queued on the tensor device's current stream (torch.cuda.current_stream())
 and synchronize() returns once tutti's device work finished; allgather,
 alltoall and reducescatter results come back on the input's device. Any
 shape, any dtype of
-uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool.
+uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool
+(and uint16, uint32, uint64 on torch >= 2.3).
 Non-contiguous inputs are copied to contiguous buffers; in-place ops (the
 ones ending in "_") copy the result back into the caller's tensor.
 This module is the collectives' public face: the asynchronous ops come from

@@ -34,9 +34,10 @@ and message. The future's value is the list of output tensors (for
 all_reduce and broadcast: [tensor], as gloo's).
 
 Tensors: one tensor per call (no multi-device lists), CPU (CUDA when tutti
-was built with CUDA). Reductions take uint8, int8, int16, int32, int64,
-float16, bfloat16, float32, float64, bool; the data-movement collectives
-(all_gather, broadcast, all_to_all, gather, scatter, send/recv) also take
+was built with CUDA). Reductions take uint8, uint16, uint32, uint64, int8,
+int16, int32, int64, float16, bfloat16, float32, float64, bool; the
+data-movement collectives (all_gather, broadcast, all_to_all, gather, scatter,
+send/recv) also take
 float8 tensors (moved as their bytes). Other dtypes raise RuntimeError
 naming the dtype.
 
