@@ -10,5 +10,6 @@ from tutti.tensorflow.keras import (  # noqa: F401 (names * leaves out)
     broadcast,
     broadcast_global_variables,
     callbacks,
+    elastic,
     reducescatter,
 )

@@ -58,7 +58,7 @@ from tutti.tensorflow.gradient_tape import (
     check_groups,
     reduce_with_locals,
 )
-from tutti.tensorflow.keras import callbacks  # noqa: F401
+from tutti.tensorflow.keras import callbacks, elastic  # noqa: F401
 from tutti.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
 

@@ -1,0 +1,70 @@
+"""tutti.tensorflow.keras.elastic: KerasState and its callbacks in model.fit
+under hvd.elastic.run (a job that is not elastic: run() syncs the state and
+trains; the commits snapshot it). The kill-and-resume path of the runtime is
+tested by tensorflow_elastic_kill."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tutti.keras as hvd_keras
+import tutti.tensorflow as hvd
+import tutti.tensorflow.keras as hvd_tf_keras
+
+
+def weights_of(model):
+    return [keras.ops.convert_to_numpy(v).copy() for v in model.weights]
+
+
+class CountCommits(hvd_tf_keras.elastic.KerasState):
+    def __init__(self, *args, **kwargs):
+        self.commit_points = []
+        super().__init__(*args, **kwargs)
+
+    def commit(self):
+        self.commit_points.append((self.epoch, self.batch))
+        super().commit()
+
+
+def test_keras_state_and_callbacks_in_model_fit():
+    assert hvd_keras.elastic.KerasState is hvd_tf_keras.elastic.KerasState
+    r = hvd.rank()
+    keras.utils.set_random_seed(100 + r)  # different weights per rank: the sync fixes them
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
+    model.compile(optimizer=hvd_keras.DistributedOptimizer(keras.optimizers.SGD(0.01)),
+                  loss="mse")
+    rng = np.random.default_rng(r)
+    x, y = rng.normal(size=(20, 3)), rng.normal(size=(20, 1))  # 5 batches of 4
+    state = CountCommits(model, batch=0, epoch=0)
+    seen = []
+
+    @hvd_tf_keras.elastic.run
+    def train(state):
+        seen.append(weights_of(model))  # after the sync
+        model.fit(x, y, batch_size=4, epochs=2, initial_epoch=state.epoch, verbose=0,
+                  shuffle=False, callbacks=[
+                      hvd_keras.elastic.UpdateBatchStateCallback(state),
+                      hvd_keras.elastic.UpdateEpochStateCallback(state),
+                      hvd_keras.elastic.CommitStateCallback(state, batches_per_commit=2)])
+
+    train(state)
+    for w in seen[0]:
+        everyone = hvd.allgather(tf.constant(w[None])).numpy()
+        for k in range(hvd.size()):
+            np.testing.assert_array_equal(everyone[k], w)  # rank 0's weights everywhere
+    assert state.epoch == 2 and state.batch == 0
+    # every 2nd batch counted across epochs (as Horovod's; batch = the index just
+    # finished) and at each epoch's end (epoch = epochs finished, batch 0)
+    assert state.commit_points == [(0, 1), (0, 3), (1, 0), (1, 0), (1, 2), (1, 4), (2, 0)]
+    committed = weights_of(model)
+    for v in model.weights:
+        v.assign(v + 1.0)
+    state.restore()
+    for w, c in zip(weights_of(model), committed):
+        np.testing.assert_array_equal(w, c)
+
+
+def test_commit_callback_refuses_zero_batches():
+    with pytest.raises(ValueError, match="batches_per_commit"):
+        hvd_tf_keras.elastic.CommitStateCallback(None, batches_per_commit=0)
