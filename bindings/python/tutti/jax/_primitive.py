@@ -13,8 +13,8 @@ jax.jit and eagerly alike. The effect is also allowed in control flow,
 custom_vjp/custom_jvp and remat, where the ops stay in that order.
 
 This uses JAX's effect registry (jax._src.effects) and primitive dispatch
-(jax._src.dispatch), as mpi4jax does: they have no public equivalent in jax
-0.4.31-0.10.
+(jax._src.dispatch), as mpi4jax does: they have no public equivalent (written
+for jax 0.10, scripts/install-deps --jax).
 
 Errors raised by a handler reach Python as jax's JaxRuntimeError (when the
 result is used or waited for: XLA runs asynchronously) with a message that
