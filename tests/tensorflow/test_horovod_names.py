@@ -106,3 +106,11 @@ def test_other_horovod_names_exist_and_missing_ones_do_not():
     for module in (hvd_keras, tutti.keras):
         for name in HOROVOD_KERAS_CALLBACKS:
             assert hasattr(module.callbacks, name), name
+        for name in ("KerasState", "CommitStateCallback", "UpdateBatchStateCallback",
+                     "UpdateEpochStateCallback", "run"):
+            assert hasattr(module.elastic, name), "elastic." + name
+    # horovod/keras/__init__.py's PartialDistributedOptimizer
+    assert params(tutti.keras.PartialDistributedOptimizer) == [
+        "optimizer", "name", "device_dense", "device_sparse", "compression", "sparse_as_dense",
+        "gradient_predivide_factor", "op", "groups", "process_set", "local_layers",
+        "scale_local_gradients"]
