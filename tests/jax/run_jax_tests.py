@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Runs the tutti.jax tests under tuttirun with the JAX venv's Python (ctest calls this).
+
+    run_jax_tests.py pytest  --np 3 --tuttirun T --library L --jax-library JL --python P
+    run_jax_tests.py example --np 2 --tuttirun T --library L --jax-library JL --python P
+
+pytest: tests/jax on every rank of a job. example: a short run of
+examples/jax_fashion_mnist.py whose loss decreases, whose parameter checksums
+agree on every rank and whose test accuracy is far above chance. Exits 77
+(ctest's skip) with a message when the Python has no jax or the handler
+library was not built, non-zero with a message saying what was wrong otherwise.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SKIP = 77
+
+sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+import run_job_tests  # noqa: E402
+from run_job_tests import run  # noqa: E402 (runs a command, prints and returns its output)
+
+
+def skip_reason(args):
+    if not os.access(args.python, os.X_OK):
+        return "%s does not exist: run scripts/install-deps --jax" % args.python
+    probe = subprocess.run([args.python, "-c", "import jax, optax, pytest"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return ("%s cannot import jax, optax and pytest (scripts/install-deps --jax installs "
+                "them): %s" % (args.python, probe.stderr.strip()[-300:]))
+    if not args.jax_library or not os.path.exists(args.jax_library):
+        return ("the JAX handler library was not built (%s): configure with "
+                "-DTUTTI_JAX_PYTHON=%s and build" % (args.jax_library, args.python))
+    return None
+
+
+def job_env(args):
+    env = run_job_tests.job_env(args)  # TUTTI_LIBRARY, PYTHONPATH, timeouts
+    env["TUTTI_JAX_LIBRARY"] = os.path.abspath(args.jax_library)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    return env
+
+
+def cmd_pytest(args):
+    rc, _ = run([args.tuttirun, "-np", str(args.np), args.python, "-m", "pytest", "-q", "-x",
+                 "-p", "no:cacheprovider", HERE], job_env(args), args.timeout)
+    return rc
+
+
+def cmd_example(args):
+    rc, out = run([args.tuttirun, "-np", str(args.np), args.python,
+                   os.path.join(REPO, "examples", "jax_fashion_mnist.py"), "--epochs", "1",
+                   "--train-fraction", "0.2", "--log-interval", "10"], job_env(args),
+                  args.timeout)
+    if rc != 0:
+        print("FAIL: the job exited with %d" % rc)
+        return 1
+    losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", out)]
+    sums = re.findall(r"rank (\d+): parameter checksum (\S+)", out)
+    accuracy = re.findall(r"test accuracy ([0-9.]+)%", out)
+    if len(losses) < 2 or not losses[-1] < losses[0]:
+        print("FAIL: the loss did not decrease: %s" % losses)
+        return 1
+    if sorted(int(r) for r, _ in sums) != list(range(args.np)) or len({s for _, s in sums}) != 1:
+        print("FAIL: parameter checksums differ or are missing: %s" % sums)
+        return 1
+    # A fifth of an epoch of a 10-class problem: far above chance (10 %).
+    if not accuracy or float(accuracy[-1]) < 60.0:
+        print("FAIL: test accuracy %s%% is not above 60%%" % accuracy)
+        return 1
+    print("jax example: loss %.4f -> %.4f, test accuracy %s%%, checksum %s on %d ranks"
+          % (losses[0], losses[-1], accuracy[-1], sums[0][1], args.np))
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("what", choices=["pytest", "example"])
+    p.add_argument("--np", type=int, default=2)
+    p.add_argument("--tuttirun", required=True)
+    p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
+    p.add_argument("--jax-library", default="", help="libtutti_jax.so (TUTTI_JAX_LIBRARY)")
+    p.add_argument("--python", required=True, help="a Python with jax (build/jax-venv)")
+    p.add_argument("--timeout", type=int, default=540, help="seconds")
+    args = p.parse_args()
+    reason = skip_reason(args)
+    if reason:
+        print("SKIP: " + reason)
+        return SKIP
+    return {"pytest": cmd_pytest, "example": cmd_example}[args.what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
