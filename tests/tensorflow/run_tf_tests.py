@@ -1,10 +1,13 @@
 #!/usr/bin/python3
-"""Runs the tutti.tensorflow tests under tuttirun with the TensorFlow venv's Python (ctest calls this).
+"""Runs the tutti.tensorflow tests under tuttirun with the TensorFlow venv's
+Python (ctest calls this).
 
     run_tf_tests.py pytest  --np 3 --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py example --np 2 --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py peer-lost --np 2 --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py elastic-kill --tuttirun T --library L --tf-library TL --python P
+    run_tf_tests.py wheel --np 2 --tuttirun T --library L --tf-library TL --python P
+    run_tf_tests.py keras-elastic-kill --tuttirun T --library L --tf-library TL --python P
 
 pytest: tests/tensorflow on every rank of a job. example: one short epoch of
 examples/tensorflow_fashion_mnist.py whose loss decreases and whose weight
@@ -13,7 +16,9 @@ would stop the others), the last SIGKILLs itself, the others' ops must fail
 with UnavailableError within TUTTI_TIMEOUT_SECONDS (peer_lost_worker.py).
 elastic-kill: tests/python/elastic_example_jobs.py's kill case (3 elastic
 workers, one SIGKILLed after the commit of step 20, the survivors go on at
-size 2 from their last commit with equal checksums) on elastic_worker.py. Exits 77 (ctest's skip) with a message when
+size 2 from their last commit with equal checksums) on elastic_worker.py;
+keras-elastic-kill: the same on keras_elastic_worker.py (model.fit with
+KerasState and the elastic callbacks). Exits 77 (ctest's skip) with a message when
 the Python has no TensorFlow or the op library was not built, non-zero with a
 message saying what was wrong otherwise.
 """
@@ -127,10 +132,30 @@ def cmd_peer_lost(args):
     return 0
 
 
-def cmd_elastic_kill(args):
+def cmd_wheel(args):
+    """The venv's installed tutti (scripts/install-deps --tensorflow installs
+    this repo's wheel into it with --no-build-isolation): its own tuttirun,
+    libtutti.so and op library; the build tree and source stay out of it."""
+    venv_bin = os.path.dirname(args.python)
+    tuttirun = os.path.join(venv_bin, "tuttirun")
+    if not os.access(tuttirun, os.X_OK):
+        print("FAIL: %s is missing: the wheel is not installed in the venv (scripts/install-deps "
+              "--tensorflow installs it)" % tuttirun)
+        return 1
+    env = {k: v for k, v in job_env(args).items()
+           if k not in ("PYTHONPATH", "TUTTI_LIBRARY", "TUTTI_TF_LIBRARY")}
+    rc, out = run([tuttirun, "-np", str(args.np), args.python, os.path.join(HERE, "wheel_job.py")],
+                  env, args.timeout)
+    oks = len(re.findall(r"rank \d+: OK", out))
+    if rc != 0 or oks != args.np:
+        print("FAIL: exit code %d, %d of %d ranks OK" % (rc, oks, args.np))
+        return 1
+    return 0
+
+
+def cmd_elastic_kill(args, worker="elastic_worker.py"):
     import elastic_example_jobs as jobs  # tests/python, on sys.path above
-    jobs.PYTHON, jobs.EXAMPLE, jobs.ELASTIC_ARGS = (
-        args.python, os.path.join(HERE, "elastic_worker.py"), [])
+    jobs.PYTHON, jobs.EXAMPLE, jobs.ELASTIC_ARGS = (args.python, os.path.join(HERE, worker), [])
     env = job_env(args)  # the jobs module builds its own from os.environ
     os.environ.update({k: env[k] for k in ("TUTTI_TF_LIBRARY", "TF_CPP_MIN_LOG_LEVEL")})
     try:
@@ -143,7 +168,8 @@ def cmd_elastic_kill(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["pytest", "example", "peer-lost", "elastic-kill"])
+    p.add_argument("what", choices=["pytest", "example", "peer-lost", "elastic-kill",
+                                    "keras-elastic-kill", "wheel"])
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--tuttirun", required=True)
     p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
@@ -156,7 +182,10 @@ def main():
         print("SKIP: " + reason)
         return SKIP
     return {"pytest": cmd_pytest, "example": cmd_example,
-            "peer-lost": cmd_peer_lost, "elastic-kill": cmd_elastic_kill}[args.what](args)
+            "peer-lost": cmd_peer_lost, "elastic-kill": cmd_elastic_kill,
+            "keras-elastic-kill": lambda a: cmd_elastic_kill(a, "keras_elastic_worker.py"),
+            "wheel": cmd_wheel,
+            }[args.what](args)
 
 
 if __name__ == "__main__":

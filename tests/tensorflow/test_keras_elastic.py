@@ -65,6 +65,26 @@ def test_keras_state_and_callbacks_in_model_fit():
         np.testing.assert_array_equal(w, c)
 
 
+@pytest.mark.parametrize("initial_epoch", [False, True])
+def test_epoch_state_counts_across_restarts(initial_epoch):
+    """state.epoch = epochs finished in every fit so far, whether the fit
+    numbers its epochs from 0 (Horovod's epochs=total - state.epoch) or from
+    initial_epoch=state.epoch."""
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer=hvd_keras.DistributedOptimizer(keras.optimizers.SGD(0.01)),
+                  loss="mse")
+    state = hvd_keras.elastic.KerasState(model, epoch=0, batch=0)
+    callback = hvd_keras.elastic.UpdateEpochStateCallback(state)
+    x = np.ones((4, 1))
+    for finished in (2, 5):  # a first fit of 2 epochs, then one "after a reset" to 5
+        if initial_epoch:
+            model.fit(x, x, initial_epoch=state.epoch, epochs=finished, verbose=0,
+                      callbacks=[callback])
+        else:
+            model.fit(x, x, epochs=finished - state.epoch, verbose=0, callbacks=[callback])
+        assert state.epoch == finished
+
+
 def test_commit_callback_refuses_zero_batches():
     with pytest.raises(ValueError, match="batches_per_commit"):
         hvd_tf_keras.elastic.CommitStateCallback(None, batches_per_commit=0)

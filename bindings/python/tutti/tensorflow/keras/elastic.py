@@ -99,19 +99,28 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):
 
 class UpdateEpochStateCallback(keras.callbacks.Callback):
     """Sets state.epoch at the end of every epoch to the number of epochs
-    finished: Keras's epoch index plus state.epoch when training began (kept
-    across resets)."""
+    finished, counted across resets: state.epoch when training began plus the
+    epochs this model.fit finished. Keras numbers epochs from initial_epoch,
+    so both Horovod's model.fit(epochs=total - state.epoch) and
+    model.fit(initial_epoch=state.epoch, epochs=total) count right."""
 
     def __init__(self, state):
         super().__init__()
         self.state = state
         self.initial_epoch = self.state.epoch
+        self._first_epoch = None  # Keras's index of this fit's first epoch
 
     def on_train_begin(self, logs=None):
         self.initial_epoch = self.state.epoch
+        self._first_epoch = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._first_epoch is None:
+            self._first_epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
-        self.state.epoch = self.initial_epoch + epoch + 1
+        first = self._first_epoch if self._first_epoch is not None else 0
+        self.state.epoch = self.initial_epoch + (epoch - first) + 1
 
 
 __all__ = ["CommitStateCallback", "KerasState", "UpdateBatchStateCallback",
