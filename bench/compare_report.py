@@ -257,7 +257,10 @@ def _plots(args, runner, nps):
     return files
 
 
-def _markdown(args, runner, context, plots, nps):
+def _markdown(args, runner, context, plots, nps, full=True):
+    """The run's Markdown section. `full`: every size's busbw and time and the
+    memcpy table too (results/summary.md); else the bars, the gradient set and
+    the plots, with a link to the full tables (BENCHMARKS.md)."""
     rel = os.path.relpath(args.out, os.path.dirname(os.path.abspath(args.report or ".")))
     c = context
     lb, la = c["load_before"], c["load_after"]
@@ -283,7 +286,9 @@ def _markdown(args, runner, context, plots, nps):
            "|---|---|---|---|"]
     for title, np_, text, met in bars(runner.rows, runner.steps, nps):
         md.append(f"| {title} | {np_} | {text} | {'–' if met is None else ('met' if met else '**missed**')} |")
-    for np_ in nps:
+    if not full:
+        md += ["", f"Every size's busbw and time, and memcpy: [{rel}/summary.md]({rel}/summary.md)."]
+    for np_ in nps if full else []:
         md += ["", f"### Allreduce, {np_} ranks: busbw (GB/s)", ""]
         md += _table(runner.rows, np_, "busbw", lambda v: f"{v:.3f}")
         md += ["", f"### Allreduce, {np_} ranks: time (µs, slowest rank, median)", ""]
@@ -301,7 +306,7 @@ def _markdown(args, runner, context, plots, nps):
                     cells.append(f"{s['median_ms']:.1f} [{s['min_ms']:.0f}–{s['max_ms']:.0f}]"
                                  if s else "–")
                 md.append(f"| {system} | {strategy} | " + " | ".join(cells) + " |")
-    if runner.memcpy:
+    if runner.memcpy and full:
         md += ["", "### memcpy, one core (GB/s)", "", "| size | GB/s |", "|---|---|"]
         md += [f"| {_fmt_size(r['bytes'])} | {r['busbw']:.2f} |" for r in runner.memcpy
                if r["bytes"] >= 4096]
@@ -320,11 +325,11 @@ def write_all(args, runner, context):
     _write_csv(os.path.join(args.out, "memcpy.csv"), runner.memcpy,
                ["bytes", "time_us", "busbw", "wrong"])
     plots = _plots(args, runner, nps)
-    section = _markdown(args, runner, context, plots, nps)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
-        f.write(section)
+        f.write(_markdown(args, runner, context, plots, nps))
     if not args.report:
         return
+    section = _markdown(args, runner, context, plots, nps, full=False)
     text = open(args.report).read() if os.path.exists(args.report) else "# Benchmarks\n\n"
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
