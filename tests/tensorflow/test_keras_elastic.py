@@ -1,7 +1,7 @@
 """tutti.tensorflow.keras.elastic: KerasState and its callbacks in model.fit
 under hvd.elastic.run (a job that is not elastic: run() syncs the state and
-trains; the commits snapshot it). The kill-and-resume path of the runtime is
-tested by tensorflow_elastic_kill."""
+trains; the commits snapshot it). The kill-and-resume path is
+tensorflow_keras_elastic_kill's (keras_elastic_worker.py)."""
 
 import keras
 import numpy as np

@@ -164,3 +164,46 @@ def test_v1_optimizer_refusals():
                                  backward_passes_per_step=2)
     with pytest.raises(NotImplementedError, match="Adasum"):
         hvd.DistributedOptimizer(v1.train.GradientDescentOptimizer(1.0), op=hvd.Adasum)
+
+
+def test_v1_optimizer_local_variables_and_eager_use():
+    """register_local_var keeps a variable's gradient local (divided by the
+    size, scale_local_gradients); the wrapper also works eagerly (no
+    aggregation), as Horovod's."""
+    x, y = rank_data(hvd.rank())
+    graph, sess = graph_session()
+    with graph.as_default(), sess:
+        w = v1.Variable(W0, name="w")
+        b = v1.Variable(np.zeros((1,), np.float32), name="b")
+        loss = tf.reduce_mean((tf.constant(x) @ w + b - tf.constant(y)) ** 2)
+        opt = hvd.DistributedOptimizer(v1.train.GradientDescentOptimizer(1.0))
+        opt.register_local_var(b)
+        train = opt.minimize(loss)
+        sess.run(v1.global_variables_initializer())
+        sess.run(train)
+        local_b = 2.0 * np.mean(x @ W0 - y)
+        np.testing.assert_allclose(sess.run(b), [-local_b / hvd.size()], rtol=1e-5)
+        np.testing.assert_allclose(sess.run(w), W0 - mean_grad(W0), rtol=1e-5, atol=1e-6)
+    w = tf.Variable(W0)
+    opt = hvd.DistributedOptimizer(v1.train.GradientDescentOptimizer(1.0))
+    opt.minimize(lambda: tf.reduce_mean((x @ w - y) ** 2), var_list=[w])
+    np.testing.assert_allclose(w.numpy(), W0 - mean_grad(W0), rtol=1e-5, atol=1e-6)
+
+
+def test_aggregation_needs_sparse_as_dense_for_indexed_slices():
+    graph, sess = graph_session()
+    with graph.as_default(), sess:
+        emb = v1.Variable(np.ones((4, 2), np.float32), name="emb")
+        loss = tf.reduce_sum(tf.gather(emb, [hvd.rank() % 4]))
+        sgd = v1.train.GradientDescentOptimizer(1.0)
+        with pytest.raises(ValueError, match="sparse_as_dense"):
+            hvd.DistributedOptimizer(sgd, backward_passes_per_step=2).minimize(loss)
+        train = hvd.DistributedOptimizer(sgd, backward_passes_per_step=2,
+                                         sparse_as_dense=True).minimize(loss)
+        sess.run([v1.global_variables_initializer(), v1.local_variables_initializer()])
+        sess.run(train)
+        sess.run(train)
+        want = np.ones((4, 2))
+        for k in range(hvd.size()):
+            want[k % 4] -= 2.0 / hvd.size()  # two passes summed, averaged over ranks
+        np.testing.assert_allclose(sess.run(emb), want, rtol=1e-6)
