@@ -85,6 +85,30 @@ def test_epoch_state_counts_across_restarts(initial_epoch):
         assert state.epoch == finished
 
 
+def test_restore_drops_partial_aggregation():
+    """backward_passes_per_step=2: a restore between the two passes drops the
+    first pass's sum, so the next reduction holds the two passes after it."""
+    n = hvd.size()
+    w0 = np.array([[1.0], [2.0]], np.float32)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
+    model.layers[0].kernel.assign(w0)
+    opt = hvd_keras.DistributedOptimizer(keras.optimizers.SGD(1.0), backward_passes_per_step=2)
+    state = hvd_keras.elastic.KerasState(model, opt, step=0)
+    state.sync()  # builds the optimizer
+    kernel = model.layers[0].kernel
+
+    def grad(scale):  # this rank's gradient: scale * (rank + 1)
+        opt.apply([tf.fill((2, 1), scale * (hvd.rank() + 1.0))], [kernel])
+
+    grad(100.0)  # summed locally, then dropped by the restore
+    state.restore()
+    grad(1.0)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(kernel), w0)
+    grad(1.0)
+    mean = sum(k + 1.0 for k in range(n)) / n
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(kernel), w0 - 2.0 * mean, rtol=1e-6)
+
+
 def test_commit_callback_refuses_zero_batches():
     with pytest.raises(ValueError, match="batches_per_commit"):
         hvd_tf_keras.elastic.CommitStateCallback(None, batches_per_commit=0)

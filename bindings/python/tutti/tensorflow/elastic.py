@@ -63,6 +63,9 @@ class TensorFlowKerasState(ObjectState):
     save() keeps host copies of the model's and the optimizer's variables,
     restore() assigns them back, sync() builds the optimizer where it is not
     built yet (a newcomer) and broadcasts every variable from the sync root.
+    restore() and sync() also drop a DistributedOptimizer's partial gradient
+    sums (backward_passes_per_step > 1): commit on a reduction boundary so
+    that none is lost.
     backend is accepted as Horovod's and unused."""
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
@@ -88,12 +91,21 @@ class TensorFlowKerasState(ObjectState):
         self._save_variables()
         super().save()
 
+    def _clear_aggregation(self):
+        """A DistributedOptimizer's partial sums of backward_passes_per_step >
+        1 dropped: every rank starts counting passes from 0 again."""
+        aggregator = getattr(self.optimizer, "_tutti_aggregator", None)
+        if aggregator is not None:
+            aggregator.clear()
+
     def restore(self):
         for var, value in self._saved_variables:
             var.assign(value)
+        self._clear_aggregation()
         super().restore()
 
     def sync(self):
+        self._clear_aggregation()
         with peer_lost_as_tutti_error():
             if self.optimizer is not None and not getattr(self.optimizer, "built", True):
                 self.optimizer.build(self.model.trainable_variables)

@@ -75,6 +75,15 @@ class LocalGradientAggregator:
             self._counter = _zeros_variable((), tf.int64, "tutti_aggregation_counter")
         return self._counter
 
+    def clear(self):
+        """Drops the partial sums and restarts the count at pass 0 (eagerly;
+        elastic states call it on restore and sync, so that every rank
+        reduces on the same passes afterwards)."""
+        for total in self._sums.values():
+            total.assign(tf.zeros_like(total))
+        if self._counter is not None:
+            self._counter.assign(0)
+
     def compute_gradients(self, grads, variables):
         """Adds grads (None: no gradient) to the sums; returns, in input order,
         the reduced sums on every backward_passes_per_step-th call, the
