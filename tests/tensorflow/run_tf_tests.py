@@ -8,6 +8,7 @@ Python (ctest calls this).
     run_tf_tests.py elastic-kill --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py wheel --np 2 --tuttirun T --library L --tf-library TL --python P
     run_tf_tests.py keras-elastic-kill --tuttirun T --library L --tf-library TL --python P
+    run_tf_tests.py tf1-mode --np 2 --tuttirun T --library L --tf-library TL --python P
 
 pytest: tests/tensorflow on every rank of a job. example: one short epoch of
 examples/tensorflow_fashion_mnist.py whose loss decreases and whose weight
@@ -18,8 +19,12 @@ elastic-kill: tests/python/elastic_example_jobs.py's kill case (3 elastic
 workers, one SIGKILLed after the commit of step 20, the survivors go on at
 size 2 from their last commit with equal checksums) on elastic_worker.py;
 keras-elastic-kill: the same on keras_elastic_worker.py (model.fit with
-KerasState and the elastic callbacks). Exits 77 (ctest's skip) with a message when
-the Python has no TensorFlow or the op library was not built, non-zero with a
+KerasState and the elastic callbacks). tf1-mode: tf1_mode_worker.py on every
+rank, a script under tf.compat.v1.disable_v2_behavior() (the TF1
+DistributedOptimizer with aggregation, broadcast_global_variables,
+broadcast_, the object functions in a session), which can not share a
+process with the TF2 tests: each rank prints "tf1-mode: ok". Exits 77
+(ctest's skip) with a message when the Python has no TensorFlow or the op library was not built, non-zero with a
 message saying what was wrong otherwise.
 """
 
@@ -90,6 +95,16 @@ def cmd_example(args):
         return 1
     print("tensorflow example: loss %.4f -> %.4f, test accuracy %s%%, checksum %s on %d ranks"
           % (losses[0], losses[-1], accuracy[-1], sums[0][1], args.np))
+    return 0
+
+
+def cmd_tf1_mode(args):
+    rc, out = run([args.tuttirun, "-np", str(args.np), args.python,
+                   os.path.join(HERE, "tf1_mode_worker.py")], job_env(args), args.timeout)
+    ok = len(re.findall(r"tf1-mode: ok", out))
+    if rc != 0 or ok != args.np:
+        print("FAIL: the job exited with %d, %d of %d ranks ok" % (rc, ok, args.np))
+        return 1
     return 0
 
 
@@ -169,7 +184,7 @@ def cmd_elastic_kill(args, worker="elastic_worker.py"):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=["pytest", "example", "peer-lost", "elastic-kill",
-                                    "keras-elastic-kill", "wheel"])
+                                    "keras-elastic-kill", "wheel", "tf1-mode"])
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--tuttirun", required=True)
     p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
@@ -184,7 +199,7 @@ def main():
     return {"pytest": cmd_pytest, "example": cmd_example,
             "peer-lost": cmd_peer_lost, "elastic-kill": cmd_elastic_kill,
             "keras-elastic-kill": lambda a: cmd_elastic_kill(a, "keras_elastic_worker.py"),
-            "wheel": cmd_wheel,
+            "wheel": cmd_wheel, "tf1-mode": cmd_tf1_mode,
             }[args.what](args)
 
 

@@ -21,11 +21,12 @@ add_test(NAME tensorflow_example_np2 COMMAND ${_tf_driver} example --np 2 ${_tf_
 add_test(NAME tensorflow_peer_lost_np3 COMMAND ${_tf_driver} peer-lost --np 3 ${_tf_args})
 add_test(NAME tensorflow_elastic_kill COMMAND ${_tf_driver} elastic-kill ${_tf_args})
 add_test(NAME tensorflow_keras_elastic_kill COMMAND ${_tf_driver} keras-elastic-kill ${_tf_args})
+add_test(NAME tensorflow_tf1_mode_np2 COMMAND ${_tf_driver} tf1-mode --np 2 ${_tf_args})
 # The wheel that scripts/install-deps --tensorflow installs into the venv,
 # used alone: its tuttirun, libtutti.so and TensorFlow op library.
 add_test(NAME tensorflow_wheel_np2 COMMAND ${_tf_driver} wheel --np 2 ${_tf_args})
 set_tests_properties(tensorflow_np1 tensorflow_np2 tensorflow_np3 tensorflow_example_np2
                      tensorflow_peer_lost_np3 tensorflow_elastic_kill tensorflow_keras_elastic_kill
-                     tensorflow_wheel_np2
+                     tensorflow_wheel_np2 tensorflow_tf1_mode_np2
   PROPERTIES TIMEOUT 600 LABELS "tensorflow;python" SKIP_RETURN_CODE 77)
 # --- end tensorflow_* ----------------------------------------------------------------
