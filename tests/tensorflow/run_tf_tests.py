@@ -24,8 +24,9 @@ rank, a script under tf.compat.v1.disable_v2_behavior() (the TF1
 DistributedOptimizer with aggregation, broadcast_global_variables,
 broadcast_, the object functions in a session), which can not share a
 process with the TF2 tests: each rank prints "tf1-mode: ok". Exits 77
-(ctest's skip) with a message when the Python has no TensorFlow or the op library was not built, non-zero with a
-message saying what was wrong otherwise.
+(ctest's skip) with a message when the Python has no TensorFlow or the op
+library was not built, non-zero with a message saying what was wrong
+otherwise.
 """
 
 import argparse
