@@ -18,6 +18,8 @@ foreach(_np 1 2 3)
   add_test(NAME jax_np${_np} COMMAND ${_jax_driver} pytest --np ${_np} ${_jax_args})
 endforeach()
 add_test(NAME jax_example_np2 COMMAND ${_jax_driver} example --np 2 ${_jax_args})
-set_tests_properties(jax_np1 jax_np2 jax_np3 jax_example_np2
+# The wheel that scripts/install-deps --jax installs into the venv, used alone.
+add_test(NAME jax_wheel_np2 COMMAND ${_jax_driver} wheel --np 2 ${_jax_args})
+set_tests_properties(jax_np1 jax_np2 jax_np3 jax_example_np2 jax_wheel_np2
   PROPERTIES TIMEOUT 600 LABELS "jax;python" SKIP_RETURN_CODE 77)
 # --- end jax_* ------------------------------------------------------------------------

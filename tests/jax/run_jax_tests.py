@@ -3,10 +3,13 @@
 
     run_jax_tests.py pytest  --np 3 --tuttirun T --library L --jax-library JL --python P
     run_jax_tests.py example --np 2 --tuttirun T --library L --jax-library JL --python P
+    run_jax_tests.py wheel --np 2 --tuttirun T --library L --jax-library JL --python P
 
 pytest: tests/jax on every rank of a job. example: a short run of
 examples/jax_fashion_mnist.py whose loss decreases, whose parameter checksums
-agree on every rank and whose test accuracy is far above chance. Exits 77
+agree on every rank and whose test accuracy is far above chance. wheel:
+wheel_job.py with the venv's installed tutti only (its tuttirun, libtutti.so
+and handler library). Exits 77
 (ctest's skip) with a message when the Python has no jax or the handler
 library was not built, non-zero with a message saying what was wrong otherwise.
 """
@@ -79,9 +82,17 @@ def cmd_example(args):
     return 0
 
 
+def cmd_wheel(args):
+    """wheel_job.py with the venv's installed tutti (scripts/install-deps --jax
+    installs this repo's wheel into it with --no-build-isolation)."""
+    return run_job_tests.run_installed_wheel(
+        args.python, args.np, os.path.join(HERE, "wheel_job.py"), job_env(args), args.timeout,
+        "scripts/install-deps --jax")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["pytest", "example"])
+    p.add_argument("what", choices=["pytest", "example", "wheel"])
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--tuttirun", required=True)
     p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
@@ -93,7 +104,7 @@ def main():
     if reason:
         print("SKIP: " + reason)
         return SKIP
-    return {"pytest": cmd_pytest, "example": cmd_example}[args.what](args)
+    return {"pytest": cmd_pytest, "example": cmd_example, "wheel": cmd_wheel}[args.what](args)
 
 
 if __name__ == "__main__":

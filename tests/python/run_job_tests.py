@@ -57,6 +57,26 @@ def job_env(args):
     return env
 
 
+def run_installed_wheel(python, np_, script, env, timeout, install_hint):
+    """Runs `script` on np_ ranks with the tutti that a framework venv has
+    installed (its own tuttirun, libtutti.so and op library), the source tree
+    and build tree kept out (no PYTHONPATH, TUTTI_LIBRARY, TUTTI_*_LIBRARY).
+    Each rank prints "rank R: OK"; returns 0 when every rank did."""
+    tuttirun = os.path.join(os.path.dirname(python), "tuttirun")
+    if not os.access(tuttirun, os.X_OK):
+        print("FAIL: %s is missing: the wheel is not installed in the venv (%s installs it)"
+              % (tuttirun, install_hint))
+        return 1
+    env = {k: v for k, v in env.items()
+           if k != "PYTHONPATH" and not (k.startswith("TUTTI_") and k.endswith("LIBRARY"))}
+    rc, out = run([tuttirun, "-np", str(np_), python, script], env, timeout)
+    oks = len(re.findall(r"rank \d+: OK", out))
+    if rc != 0 or oks != np_:
+        print("FAIL: exit code %d, %d of %d ranks OK" % (rc, oks, np_))
+        return 1
+    return 0
+
+
 def cmd_pytest(args):
     paths = [os.path.join(HERE, f) for f in args.files] if args.files else [HERE]
     launcher = [args.tuttirun] + (["--mpi"] if args.mpi else [])

@@ -149,24 +149,11 @@ def cmd_peer_lost(args):
 
 
 def cmd_wheel(args):
-    """The venv's installed tutti (scripts/install-deps --tensorflow installs
-    this repo's wheel into it with --no-build-isolation): its own tuttirun,
-    libtutti.so and op library; the build tree and source stay out of it."""
-    venv_bin = os.path.dirname(args.python)
-    tuttirun = os.path.join(venv_bin, "tuttirun")
-    if not os.access(tuttirun, os.X_OK):
-        print("FAIL: %s is missing: the wheel is not installed in the venv (scripts/install-deps "
-              "--tensorflow installs it)" % tuttirun)
-        return 1
-    env = {k: v for k, v in job_env(args).items()
-           if k not in ("PYTHONPATH", "TUTTI_LIBRARY", "TUTTI_TF_LIBRARY")}
-    rc, out = run([tuttirun, "-np", str(args.np), args.python, os.path.join(HERE, "wheel_job.py")],
-                  env, args.timeout)
-    oks = len(re.findall(r"rank \d+: OK", out))
-    if rc != 0 or oks != args.np:
-        print("FAIL: exit code %d, %d of %d ranks OK" % (rc, oks, args.np))
-        return 1
-    return 0
+    """wheel_job.py with the venv's installed tutti (scripts/install-deps
+    --tensorflow installs this repo's wheel into it with --no-build-isolation)."""
+    return run_job_tests.run_installed_wheel(
+        args.python, args.np, os.path.join(HERE, "wheel_job.py"), job_env(args), args.timeout,
+        "scripts/install-deps --tensorflow")
 
 
 def cmd_elastic_kill(args, worker="elastic_worker.py"):
