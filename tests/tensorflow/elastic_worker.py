@@ -30,14 +30,21 @@ def where():
                                                hvd.size())
 
 
-def main():
-    hvd.init()
+def data_and_model():
+    """(x, y, model): a linear target of 4 features and a small MLP, the same on
+    every worker (keras_elastic_worker.py uses them too)."""
     keras.utils.set_random_seed(7)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4096, 4)).astype(np.float32)
     y = (x @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)).astype(np.float32)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
                               keras.layers.Dense(1)])
+    return x, y, model
+
+
+def main():
+    hvd.init()
+    x, y, model = data_and_model()
     opt = keras.optimizers.SGD(0.01)
     state = hvd.elastic.TensorFlowKerasState(model, opt, epoch=0, batch=0, step=0)
 

@@ -15,26 +15,15 @@ worker whose state does not end at epoch EPOCHS, step EPOCHS *
 STEPS_PER_EPOCH exits 1.
 """
 
-import os
 import sys
 import time
 
 import keras
-import numpy as np
+from elastic_worker import checksum, data_and_model, where  # this folder: sys.path[0]
 
 import tutti.tensorflow.keras as hvd
-from tutti import elastic as tutti_elastic
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "examples"))
-from tensorflow_fashion_mnist import checksum  # noqa: E402 (the example's weight checksum)
 
 EPOCHS, STEPS_PER_EPOCH, BATCH = 24, 5, 16
-
-
-def where():
-    return "generation %d rank %d size %d" % (tutti_elastic.generation(), hvd.rank(),
-                                               hvd.size())
 
 
 class PrintedState(hvd.elastic.KerasState):
@@ -66,12 +55,7 @@ def batches(x, y, first_step):
 
 def main():
     hvd.init()
-    keras.utils.set_random_seed(7)
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(4096, 4)).astype(np.float32)
-    y = (x @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)).astype(np.float32)
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
-                              keras.layers.Dense(1)])
+    x, y, model = data_and_model()
     model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss="mse",
                   jit_compile=False)
     state = PrintedState(model, epoch=0, batch=0, step=0)
