@@ -1,9 +1,10 @@
 """tutti for PyTorch: ``import tutti.torch as hvd`` ports a Horovod script.
 
 CPU tensors of every dtype (uint8, int8, int16, int32, int64, float16,
-bfloat16, float32, float64, bool; uint16, uint32, uint64 on torch >= 2.3), any shape; CUDA tensors too in a build
-with CUDA (cuda_built()). See tutti.torch.ops for the collectives,
-tutti.torch.functions for the helpers, tutti.torch.optimizer.DistributedOptimizer,
+bfloat16, float32, float64, bool; uint16, uint32, uint64 on torch >= 2.3),
+any shape; CUDA tensors too in a build with CUDA (cuda_built()). See
+tutti.torch.ops for the collectives, tutti.torch.functions for the helpers,
+tutti.torch.optimizer.DistributedOptimizer,
 tutti.torch.sync_batch_norm.SyncBatchNorm, and tutti.torch.p2p for
 point-to-point messages (send, recv and their async forms).
 """

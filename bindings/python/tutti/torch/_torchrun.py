@@ -18,6 +18,7 @@ import datetime
 import os
 import secrets
 import socket
+from typing import Any, List
 
 _KEY = "tutti_bootstrap/"
 
@@ -85,7 +86,7 @@ def set_env_from_store(store, rank, size, timeout_s=300):
     os.environ.update(env)
 
 
-_stores = []  # keeps a store this module started serving alive for the process
+_stores: List[Any] = []  # keeps a store this module started serving alive for the process
 
 
 def set_env_from_torchrun():
