@@ -17,7 +17,6 @@ library was not built, non-zero with a message saying what was wrong otherwise.
 import argparse
 import os
 import re
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,17 +29,8 @@ from run_job_tests import run  # noqa: E402 (runs a command, prints and returns 
 
 
 def skip_reason(args):
-    if not os.access(args.python, os.X_OK):
-        return "%s does not exist: run scripts/install-deps --jax" % args.python
-    probe = subprocess.run([args.python, "-c", "import jax, optax, pytest"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return ("%s cannot import jax, optax and pytest (scripts/install-deps --jax installs "
-                "them): %s" % (args.python, probe.stderr.strip()[-300:]))
-    if not args.jax_library or not os.path.exists(args.jax_library):
-        return ("the JAX handler library was not built (%s): configure with "
-                "-DTUTTI_JAX_PYTHON=%s and build" % (args.jax_library, args.python))
-    return None
+    return run_job_tests.framework_skip_reason(
+        args.python, ["jax", "optax", "pytest"], args.jax_library, "--jax", "TUTTI_JAX_PYTHON")
 
 
 def job_env(args):

@@ -42,7 +42,8 @@ def run(cmd, env, timeout):
 
 def job_env(args):
     env = dict(os.environ)
-    if getattr(args, "wheel", False):  # the venv's installed tutti: its own libtutti.so, no source tree
+    # --wheel: the venv's installed tutti (its own libtutti.so), no source tree
+    if getattr(args, "wheel", False):
         env.pop("TUTTI_LIBRARY", None)
         env.pop("PYTHONPATH", None)
     else:
@@ -55,6 +56,23 @@ def job_env(args):
     env.setdefault("TUTTI_STALL_CHECK_TIME_SECONDS", "20")
     env.setdefault("TUTTI_STALL_SHUTDOWN_TIME_SECONDS", "60")
     return env
+
+
+def framework_skip_reason(python, modules, library, install_flag, cmake_python):
+    """Why a framework's tests cannot run here (None: they can): `python`
+    missing or unable to import `modules` (scripts/install-deps
+    `install_flag` makes its venv), or the op `library` not built."""
+    if not os.access(python, os.X_OK):
+        return "%s does not exist: run scripts/install-deps %s" % (python, install_flag)
+    probe = subprocess.run([python, "-c", "import " + ", ".join(modules)],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return ("%s cannot import %s (scripts/install-deps %s installs them): %s"
+                % (python, ", ".join(modules), install_flag, probe.stderr.strip()[-300:]))
+    if not library or not os.path.exists(library):
+        return ("the op library was not built (%s): configure with -D%s=%s and build"
+                % (library, cmake_python, python))
+    return None
 
 
 def run_installed_wheel(python, np_, script, env, timeout, install_hint):

@@ -47,17 +47,9 @@ from run_job_tests import run  # noqa: E402 (runs a command, prints and returns 
 
 
 def skip_reason(args):
-    if not os.access(args.python, os.X_OK):
-        return "%s does not exist: run scripts/install-deps --tensorflow" % args.python
-    probe = subprocess.run([args.python, "-c", "import tensorflow, keras, pytest"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return ("%s cannot import tensorflow, keras and pytest (scripts/install-deps "
-                "--tensorflow installs them): %s" % (args.python, probe.stderr.strip()[-300:]))
-    if not args.tf_library or not os.path.exists(args.tf_library):
-        return ("the TensorFlow op library was not built (%s): configure with "
-                "-DTUTTI_TENSORFLOW_PYTHON=%s and build" % (args.tf_library, args.python))
-    return None
+    return run_job_tests.framework_skip_reason(
+        args.python, ["tensorflow", "keras", "pytest"], args.tf_library, "--tensorflow",
+        "TUTTI_TENSORFLOW_PYTHON")
 
 
 def job_env(args):
