@@ -20,6 +20,7 @@ endforeach()
 add_test(NAME jax_example_np2 COMMAND ${_jax_driver} example --np 2 ${_jax_args})
 # The wheel that scripts/install-deps --jax installs into the venv, used alone.
 add_test(NAME jax_wheel_np2 COMMAND ${_jax_driver} wheel --np 2 ${_jax_args})
-set_tests_properties(jax_np1 jax_np2 jax_np3 jax_example_np2 jax_wheel_np2
+add_test(NAME jax_elastic_kill COMMAND ${_jax_driver} elastic-kill ${_jax_args})
+set_tests_properties(jax_np1 jax_np2 jax_np3 jax_example_np2 jax_wheel_np2 jax_elastic_kill
   PROPERTIES TIMEOUT 600 LABELS "jax;python" SKIP_RETURN_CODE 77)
 # --- end jax_* ------------------------------------------------------------------------

@@ -4,12 +4,16 @@
     run_jax_tests.py pytest  --np 3 --tuttirun T --library L --jax-library JL --python P
     run_jax_tests.py example --np 2 --tuttirun T --library L --jax-library JL --python P
     run_jax_tests.py wheel --np 2 --tuttirun T --library L --jax-library JL --python P
+    run_jax_tests.py elastic-kill --tuttirun T --library L --jax-library JL --python P
 
 pytest: tests/jax on every rank of a job. example: a short run of
 examples/jax_fashion_mnist.py whose loss decreases, whose parameter checksums
 agree on every rank and whose test accuracy is far above chance. wheel:
 wheel_job.py with the venv's installed tutti only (its tuttirun, libtutti.so
-and handler library). Exits 77
+and handler library). elastic-kill: tests/python/elastic_example_jobs.py's
+kill case (3 elastic workers, one SIGKILLed after the commit of step 20, the
+survivors go on at size 2 from their last commit with equal checksums) on
+elastic_worker.py. Exits 77
 (ctest's skip) with a message when the Python has no jax or the handler
 library was not built, non-zero with a message saying what was wrong otherwise.
 """
@@ -72,6 +76,14 @@ def cmd_example(args):
     return 0
 
 
+def cmd_elastic_kill(args):
+    """elastic_worker.py in tests/python/elastic_example_jobs.py's kill case."""
+    import elastic_example_jobs as jobs  # tests/python, on sys.path above
+    env = job_env(args)
+    return jobs.kill_with_worker(args, args.python, os.path.join(HERE, "elastic_worker.py"),
+                                 {k: env[k] for k in ("TUTTI_JAX_LIBRARY", "JAX_PLATFORMS")})
+
+
 def cmd_wheel(args):
     """wheel_job.py with the venv's installed tutti (scripts/install-deps --jax
     installs this repo's wheel into it with --no-build-isolation)."""
@@ -82,7 +94,7 @@ def cmd_wheel(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["pytest", "example", "wheel"])
+    p.add_argument("what", choices=["pytest", "example", "wheel", "elastic-kill"])
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--tuttirun", required=True)
     p.add_argument("--library", required=True, help="libtutti.so (TUTTI_LIBRARY)")
@@ -94,7 +106,8 @@ def main():
     if reason:
         print("SKIP: " + reason)
         return SKIP
-    return {"pytest": cmd_pytest, "example": cmd_example, "wheel": cmd_wheel}[args.what](args)
+    return {"pytest": cmd_pytest, "example": cmd_example, "wheel": cmd_wheel,
+            "elastic-kill": cmd_elastic_kill}[args.what](args)
 
 
 if __name__ == "__main__":

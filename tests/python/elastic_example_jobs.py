@@ -212,6 +212,22 @@ def kill(args):
           flush=True)
 
 
+def kill_with_worker(args, python, worker, env):
+    """kill() on another framework's worker script (printing the same lines
+    as the example): `python` runs `worker`; `env` entries (the op library's
+    path, ...) go into this process's environment, which the jobs inherit.
+    Returns 0, or 1 after printing the failure."""
+    global PYTHON, EXAMPLE, ELASTIC_ARGS
+    PYTHON, EXAMPLE, ELASTIC_ARGS = python, worker, []
+    os.environ.update(env)
+    try:
+        kill(args)
+    except Failure as e:
+        print("FAIL: %s" % e, flush=True)
+        return 1
+    return 0
+
+
 def grow(args):
     job = ElasticJob(args, ["localhost:2"], np=2, max_np=3)
     try:

@@ -150,15 +150,9 @@ def cmd_wheel(args):
 
 def cmd_elastic_kill(args, worker="elastic_worker.py"):
     import elastic_example_jobs as jobs  # tests/python, on sys.path above
-    jobs.PYTHON, jobs.EXAMPLE, jobs.ELASTIC_ARGS = (args.python, os.path.join(HERE, worker), [])
-    env = job_env(args)  # the jobs module builds its own from os.environ
-    os.environ.update({k: env[k] for k in ("TUTTI_TF_LIBRARY", "TF_CPP_MIN_LOG_LEVEL")})
-    try:
-        jobs.kill(args)
-    except jobs.Failure as e:
-        print("FAIL: %s" % e, flush=True)
-        return 1
-    return 0
+    env = job_env(args)
+    return jobs.kill_with_worker(args, args.python, os.path.join(HERE, worker),
+                                 {k: env[k] for k in ("TUTTI_TF_LIBRARY", "TF_CPP_MIN_LOG_LEVEL")})
 
 
 def main():

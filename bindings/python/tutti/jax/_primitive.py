@@ -113,6 +113,15 @@ def collective(target, operands, out_avals, **attrs):
                              out_avals=tuple(out_avals))
 
 
+def drop_runtime_token():
+    """Forgets JAX's runtime token of tutti's ordered effect (and the output
+    tokens it keeps per device), so that the next tutti computation starts a
+    fresh token chain instead of inheriting a failed computation's token
+    (tutti.jax.elastic's reset). Uses jax._src.dispatch.runtime_tokens."""
+    dispatch.runtime_tokens.current_tokens.pop(EFFECT, None)
+    dispatch.runtime_tokens.output_runtime_tokens.clear()
+
+
 _STATUS = re.compile(r"\[tutti status (\d+): [a-z ]+\] ?(.*)", re.S)
 
 

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from tutti import _placement
 from tutti import elastic as _elastic
 from tutti.errors import TuttiIOError, WaitTimeoutError
+from tutti.jax import _primitive
 from tutti.jax._primitive import translated
 from tutti.jax.functions import allgather_object, broadcast_object, broadcast_parameters
 
@@ -72,11 +73,16 @@ def run(func):
 
 
 def _reset():
-    """Leaves the generation (warning when the report to the driver failed)
-    and joins the next one."""
+    """Leaves the generation (warning when the report to the driver failed),
+    drops JAX's runtime token of tutti's ordered effect, and joins the next
+    one. The token matters: JAX threads the previous tutti computation's
+    output token into the next one, and after a failed op (the lost peer)
+    that token holds the error, so every later tutti op, the new
+    generation's sync included, would fail with it again."""
     try:
         _elastic.leave()
     except (WaitTimeoutError, TuttiIOError) as e:
         warnings.warn("tutti.jax.elastic: leaving generation: %s; joining the next one anyway"
                       % e, stacklevel=1)
+    _primitive.drop_runtime_token()
     _elastic.join()
