@@ -174,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GpuScaleTest,
                          ::testing::Values(DataType::kUInt8, DataType::kInt8, DataType::kInt16,
                                            DataType::kInt32, DataType::kInt64, DataType::kFloat16,
                                            DataType::kBFloat16, DataType::kFloat32,
-                                           DataType::kFloat64, DataType::kBool),
+                                           DataType::kFloat64, DataType::kBool, DataType::kUInt16,
+                                           DataType::kUInt32, DataType::kUInt64),
                          [](const auto& info) { return std::string(dataTypeName(info.param)); });
 
 TEST(GpuKernelsTest, CastsMatchTheCpuConversions) {
