@@ -20,7 +20,6 @@ library was not built, non-zero with a message saying what was wrong otherwise.
 
 import argparse
 import os
-import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,25 +54,8 @@ def cmd_example(args):
                    os.path.join(REPO, "examples", "jax_fashion_mnist.py"), "--epochs", "1",
                    "--train-fraction", "0.2", "--log-interval", "10"], job_env(args),
                   args.timeout)
-    if rc != 0:
-        print("FAIL: the job exited with %d" % rc)
-        return 1
-    losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", out)]
-    sums = re.findall(r"rank (\d+): parameter checksum (\S+)", out)
-    accuracy = re.findall(r"test accuracy ([0-9.]+)%", out)
-    if len(losses) < 2 or not losses[-1] < losses[0]:
-        print("FAIL: the loss did not decrease: %s" % losses)
-        return 1
-    if sorted(int(r) for r, _ in sums) != list(range(args.np)) or len({s for _, s in sums}) != 1:
-        print("FAIL: parameter checksums differ or are missing: %s" % sums)
-        return 1
     # A fifth of an epoch of a 10-class problem: far above chance (10 %).
-    if not accuracy or float(accuracy[-1]) < 60.0:
-        print("FAIL: test accuracy %s%% is not above 60%%" % accuracy)
-        return 1
-    print("jax example: loss %.4f -> %.4f, test accuracy %s%%, checksum %s on %d ranks"
-          % (losses[0], losses[-1], accuracy[-1], sums[0][1], args.np))
-    return 0
+    return run_job_tests.check_training_job(rc, out, args.np, "jax example", min_accuracy=60.0)
 
 
 def cmd_elastic_kill(args):

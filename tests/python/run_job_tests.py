@@ -112,26 +112,38 @@ def cmd_c_example(args):
     return 0
 
 
+def check_training_job(rc, out, np_, what, min_accuracy=None):
+    """The verdict on a short training job of an example (0: pass, 1 after
+    printing why): it exited 0, its logged loss decreased, every rank
+    printed the same parameter checksum ("rank R: parameter checksum D"),
+    and, with min_accuracy, the last test accuracy ("test accuracy A%")
+    reached it."""
+    if rc != 0:
+        print("FAIL: the job exited with %d" % rc)
+        return 1
+    losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", out)]
+    sums = re.findall(r"rank (\d+): parameter checksum (\S+)", out)
+    accuracy = re.findall(r"test accuracy ([0-9.]+)%", out)
+    if len(losses) < 2 or not losses[-1] < losses[0]:
+        print("FAIL: the loss did not decrease: %s" % losses)
+        return 1
+    if sorted(int(r) for r, _ in sums) != list(range(np_)) or len({d for _, d in sums}) != 1:
+        print("FAIL: parameter checksums differ or are missing: %s" % sums)
+        return 1
+    if min_accuracy is not None and (not accuracy or float(accuracy[-1]) < min_accuracy):
+        print("FAIL: test accuracy %s%% is not above %s%%" % (accuracy, min_accuracy))
+        return 1
+    print("%s: loss %.4f -> %.4f, test accuracy %s%%, checksum %s on %d ranks"
+          % (what, losses[0], losses[-1], accuracy[-1] if accuracy else "-", sums[0][1], np_))
+    return 0
+
+
 def cmd_main_job(args):
     rc, out = run([args.tuttirun, "-np", str(args.np), args.python,
                    os.path.join(REPO, "examples", "torch_fashion_mnist.py"), "--epochs", "1",
                    "--train-fraction", "0.1", "--log-interval", "5", "--batch-size", "32"],
                   job_env(args), args.timeout)
-    if rc != 0:
-        print("FAIL: the job exited with %d" % rc)
-        return 1
-    losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", out)]
-    sums = re.findall(r"rank (\d+): parameter checksum (\S+) \(sum (\S+)\)", out)
-    if len(losses) < 2 or not losses[-1] < losses[0]:
-        print("FAIL: the loss did not decrease: %s" % losses)
-        return 1
-    ranks = sorted(int(r) for r, _, _ in sums)
-    if ranks != list(range(args.np)) or len({(d, s) for _, d, s in sums}) != 1:
-        print("FAIL: parameter checksums differ or are missing: %s" % sums)
-        return 1
-    print("main job: loss %.4f -> %.4f, checksum %s on %d ranks"
-          % (losses[0], losses[-1], sums[0][1], args.np))
-    return 0
+    return check_training_job(rc, out, args.np, "main job")
 
 
 def main():

@@ -69,26 +69,9 @@ def cmd_example(args):
     rc, out = run([args.tuttirun, "-np", str(args.np), args.python,
                    os.path.join(REPO, "examples", "tensorflow_fashion_mnist.py"), "--epochs", "1",
                    "--train-fraction", "0.1", "--log-interval", "10"], job_env(args), args.timeout)
-    if rc != 0:
-        print("FAIL: the job exited with %d" % rc)
-        return 1
-    losses = [float(x) for x in re.findall(r"step \d+/\d+ loss ([0-9.]+)", out)]
-    sums = re.findall(r"rank (\d+): parameter checksum (\S+) \(sum (\S+)\)", out)
-    accuracy = re.findall(r"test accuracy ([0-9.]+)%", out)
-    if len(losses) < 2 or not losses[-1] < losses[0]:
-        print("FAIL: the loss did not decrease: %s" % losses)
-        return 1
-    if sorted(int(r) for r, _, _ in sums) != list(range(args.np)) or \
-            len({(d, s) for _, d, s in sums}) != 1:
-        print("FAIL: weight checksums differ or are missing: %s" % sums)
-        return 1
     # One tenth of an epoch of a 10-class problem: far above chance (10 %).
-    if not accuracy or float(accuracy[-1]) < 50.0:
-        print("FAIL: test accuracy %s%% is not above 50%%" % accuracy)
-        return 1
-    print("tensorflow example: loss %.4f -> %.4f, test accuracy %s%%, checksum %s on %d ranks"
-          % (losses[0], losses[-1], accuracy[-1], sums[0][1], args.np))
-    return 0
+    return run_job_tests.check_training_job(rc, out, args.np, "tensorflow example",
+                                            min_accuracy=50.0)
 
 
 def cmd_tf1_mode(args):
