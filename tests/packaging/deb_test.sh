@@ -40,7 +40,9 @@ field tutti-bin Depends | grep -q 'libsodium23' || fail "tutti-bin does not depe
 field python3-tutti Depends | grep -q 'python3' || fail "python3-tutti does not depend on python3"
 field python3-tutti Depends | grep -q 'libtutti0' || fail "python3-tutti does not depend on libtutti0"
 [ "$(field python3-tutti Architecture)" = all ] || fail "python3-tutti is not Architecture: all"
-has() { dpkg-deb -c "$(deb "$1")" | awk '{print $6}' | grep -qx "./$2" || fail "$1 has no /$2"; }
+# grep without -q reads the whole listing: with pipefail, a grep -q that stops
+# at the first match can leave dpkg-deb to die of SIGPIPE (a long package list).
+has() { dpkg-deb -c "$(deb "$1")" | awk '{print $6}' | grep -x "./$2" >/dev/null || fail "$1 has no /$2"; }
 has libtutti0 "$libdir/libtutti.so.0"
 has libtutti-dev "$libdir/libtutti.so"
 has libtutti-dev "usr/include/tutti.h"
@@ -50,7 +52,7 @@ has libtutti-dev "$libdir/pkgconfig/tutti.pc"
 has libtutti-dev "$libdir/cmake/tutti/tuttiConfig.cmake"
 has tutti-bin "usr/bin/tuttirun"
 has python3-tutti "usr/lib/python3/dist-packages/tutti/torch/__init__.py"
-if dpkg-deb -c "$(deb libtutti0)" | grep -q 'include/'; then fail "libtutti0 holds headers"; fi
+if dpkg-deb -c "$(deb libtutti0)" | grep 'include/' >/dev/null; then fail "libtutti0 holds headers"; fi
 
 echo "+ staged install (DESTDIR, prefix /usr)"
 stage="$tmp/stage"
