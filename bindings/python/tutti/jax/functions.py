@@ -65,7 +65,7 @@ def broadcast_object(obj: Any, root_rank: int = 0,
     the root cannot pickle raises InvalidArgumentError on every rank. Eager
     only (it returns a Python object)."""
     is_root = _placement.rank() == int(root_rank)
-    payload, error = _pickled(obj) if is_root else (None, None)
+    payload, error = _pickled(obj) if is_root else (np.zeros(0, dtype=np.uint8), None)
     length = (-1 if error else len(payload)) if is_root else 0
     with translated():
         n = int(ops.broadcast(np.asarray([length], np.int32), root_rank, process_set)[0])
