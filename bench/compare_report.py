@@ -72,7 +72,7 @@ def save_run(args, runner, context):
     """What a later --report-only needs besides the logs: results/run.json."""
     with open(os.path.join(args.out, "run.json"), "w") as f:
         json.dump(dict(context=context, skipped=runner.skipped, failures=runner.failures,
-                       np=args.np), f, indent=1)
+                       np=args.np, logs=runner.labels), f, indent=1)
 
 
 def _log_system(label):
@@ -90,7 +90,11 @@ def load_run(args, runner):
         run = json.load(f)
     runner.skipped, runner.failures = run["skipped"], run["failures"]
     args.np = run["np"]
-    for path in sorted(glob.glob(os.path.join(args.out, "logs", "*.txt"))):
+    # Only this run's logs: logs/ also holds other benches' and older runs'.
+    paths = sorted(glob.glob(os.path.join(args.out, "logs", "*.txt")))
+    if "logs" in run:
+        paths = [os.path.join(args.out, "logs", label + ".txt") for label in run["logs"]]
+    for path in paths:
         name = os.path.basename(path)[:-4]
         text = open(path).read()
         if name == "memcpy":

@@ -26,6 +26,7 @@ class Runner:
         self.steps = []      # gradient set: dict(system, np, strategy, median_ms, min_ms, max_ms, wrong)
         self.skipped = {}    # system -> reason
         self.failures = []   # "system np: what"
+        self.labels = []     # the logs this run wrote (logs/<label>.txt), in order
         cores = os.cpu_count() or 1
         self.cores = cores
 
@@ -42,6 +43,7 @@ class Runner:
         """Starts one process per argv in argv_list (one list = one launcher
         command); returns rank 0's (first process's) stdout, or None on failure."""
         log = os.path.join(self.logs, label + ".txt")
+        self.labels.append(label)
         print(f"compare: {label}", flush=True)
         procs = []
         with open(log, "w") as f:
