@@ -9,21 +9,12 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from torch_dist_util import groups
+from torch_dist_util import groups, needs_pair, rank_size
 
 
 @pytest.fixture(scope="module", autouse=True)
 def tutti_group():
     groups()
-
-
-def rank_size():
-    return dist.get_rank(), dist.get_world_size()
-
-
-def needs_pair():
-    if dist.get_world_size() < 2:
-        pytest.skip("needs a second rank")
 
 
 def test_send_recv_ring_with_tags():

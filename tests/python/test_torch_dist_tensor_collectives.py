@@ -14,18 +14,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from torch_dist_util import groups
-
-TORCH2 = hasattr(torch._C._distributed_c10d, "Backend")
+from torch_dist_util import TORCH2, groups, rank_size
 
 
 @pytest.fixture(scope="module", autouse=True)
 def tutti_group():
     groups()
-
-
-def rank_size():
-    return dist.get_rank(), dist.get_world_size()
 
 
 def needs(flag, what):

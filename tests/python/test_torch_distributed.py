@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from tutti import process_sets
 
-from torch_dist_util import groups
+from torch_dist_util import groups, rank_size
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
@@ -23,10 +23,6 @@ INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
 @pytest.fixture(scope="module", autouse=True)
 def tutti_group():
     groups()
-
-
-def rank_size():
-    return dist.get_rank(), dist.get_world_size()
 
 
 def values(r, dtype):

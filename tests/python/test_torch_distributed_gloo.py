@@ -16,23 +16,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from torch_dist_util import groups
-
-TORCH2 = hasattr(torch._C._distributed_c10d, "Backend")
+from torch_dist_util import TORCH2, groups, needs_pair, rank_size
 
 
 @pytest.fixture(scope="module", autouse=True)
 def tutti_group():
     groups()
-
-
-def rank_size():
-    return dist.get_rank(), dist.get_world_size()
-
-
-def needs_pair():
-    if dist.get_world_size() < 2:
-        pytest.skip("needs a second rank")
 
 
 def on_both(fn):
