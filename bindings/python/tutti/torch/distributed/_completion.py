@@ -349,30 +349,58 @@ class OpCompletion:
 
 
 _CALLBACK_FRAMES: Optional[Tuple[Any, ...]] = None
+_CALLBACK_FRAMES_LOCK = threading.Lock()
+
+
+def _attach_through_python(callback_attacher):
+    """A Python function in place of torch._C.Future's then/add_done_callback
+    (pybind methods): a callback torch runs at once, inside the call,
+    because the future had completed already, then has a Python frame below
+    it that in_future_callback() finds. torch.futures.Future's methods call
+    these too (super().then). Behaviour is the original's; C++ callers never
+    see the attribute."""
+
+    def attach(self, callback):
+        return callback_attacher(self, callback)
+
+    attach.tutti_original = callback_attacher  # type: ignore[attr-defined]
+    return attach
+
+
+def _callback_frames():
+    """(code of the attach wrapper, code of OpCompletion._compute): the frames
+    that mark a torch future's callback, installed once per process."""
+    global _CALLBACK_FRAMES
+    with _CALLBACK_FRAMES_LOCK:
+        if _CALLBACK_FRAMES is None:
+            import torch
+
+            base = torch._C.Future
+            for name in ("then", "add_done_callback"):
+                method = getattr(base, name)
+                if not hasattr(method, "tutti_original"):
+                    setattr(base, name, _attach_through_python(method))
+            _CALLBACK_FRAMES = (base.then.__code__, OpCompletion._compute.__code__)
+        return _CALLBACK_FRAMES
 
 
 def in_future_callback():
     """True when the calling code runs inside a torch future's callback
     (fut.then / add_done_callback: DDP comm hooks such as PowerSGD), on
     whichever thread runs it: a completion thread (the callback runs inside
-    the op's completion) or the thread that attached it to a future that had
-    completed already (torch then runs it at once). Collectives started
-    there come in an order that may differ across ranks; the answer is the
-    same on every rank for the same call, whichever thread ran it."""
-    global _CALLBACK_FRAMES
-    if _CALLBACK_FRAMES is None:
-        import torch
-
-        _CALLBACK_FRAMES = (torch.futures.Future.then.__code__,
-                            torch.futures.Future.add_done_callback.__code__,
-                            OpCompletion._compute.__code__)
-    first, second, third = _CALLBACK_FRAMES
+    the op's completion, OpCompletion._compute) or the thread that attached
+    it to a future that had completed already (torch then runs it at once,
+    inside the attach call, which _attach_through_python makes a Python
+    frame). Collectives started there come in an order that may differ
+    across ranks; the answer is the same on every rank for the same call,
+    whichever thread ran it."""
+    attach, compute = _CALLBACK_FRAMES or _callback_frames()
     frame = sys._getframe(1)
     while frame is not None:  # the whole stack: autograd's and DDP's are deep
         # Compared by identity: under torch.compile a frame's f_code may be
         # an object that cannot be hashed.
         code = frame.f_code
-        if code is first or code is second or code is third:
+        if code is attach or code is compute:
             return True
         frame = frame.f_back
     return False
